@@ -1,0 +1,7 @@
+"""GetTaskFunction: GET /tasks/{id} (Mangum)."""
+
+from a2a_serverless.bindings.lambda_adapter import mangum_handler
+from a2a_serverless.bindings.rest import create_app, get_task_router
+
+app = create_app(get_task_router)
+handler = mangum_handler(app)

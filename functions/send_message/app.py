@@ -1,0 +1,7 @@
+"""SendMessageFunction: POST /message:send, served by uvicorn under the Lambda Web Adapter
+(response streaming) because a blocking send may outlive API Gateway's 29 s buffered limit.
+`run.sh` starts it; `app` is also what the local stack serves."""
+
+from a2a_serverless.bindings.rest import create_app, send_router
+
+app = create_app(send_router)

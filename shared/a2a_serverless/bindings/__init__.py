@@ -1,0 +1,1 @@
+"""Protocol bindings: translate HTTP requests into core operations and errors back out."""

@@ -1,0 +1,1 @@
+"""Protocol operations: they know tasks, flows and errors, nothing of HTTP or JSON-RPC."""

@@ -1,0 +1,84 @@
+"""The Agent Card: what this agent declares (spec §4.4, §8)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from email.utils import format_datetime
+
+from a2a_serverless.flows.base import Flow
+from a2a_serverless.models import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentProvider,
+    AgentSkill,
+)
+from a2a_serverless.settings import Settings
+
+PROTOCOL_VERSION = "1.0"
+
+
+def _code_modified_at(flow: Flow) -> datetime:
+    """When the deployed code last changed: the same on every instance of one deployment."""
+    paths = [Path(__file__).resolve().parent.parent / "__init__.py"]
+    module = sys.modules.get(type(flow).__module__)
+    if module is not None and getattr(module, "__file__", None):
+        paths.append(Path(module.__file__))
+    stamps = [p.stat().st_mtime for p in paths if p.exists()]
+    return datetime.fromtimestamp(max(stamps), UTC).replace(microsecond=0)
+
+
+class CardFactory:
+    def __init__(self, settings: Settings, flow: Flow) -> None:
+        self.settings = settings
+        self.flow = flow
+        self.modified_at = _code_modified_at(flow)
+
+    def card(self, base_url: str) -> AgentCard:
+        settings = self.settings
+        base = (settings.public_base_url or base_url).rstrip("/")
+        skills = list(self.flow.skills) or [
+            AgentSkill(
+                id=self.flow.name,
+                name=self.flow.name,
+                description=self.flow.description or settings.agent_description,
+                tags=[self.flow.name],
+            )
+        ]
+        provider = (
+            AgentProvider(
+                organization=settings.agent_provider_org, url=settings.agent_provider_url
+            )
+            if settings.agent_provider_org and settings.agent_provider_url
+            else None
+        )
+        return AgentCard(
+            name=settings.agent_name,
+            description=settings.agent_description,
+            supported_interfaces=[
+                AgentInterface(
+                    url=base, protocol_binding="HTTP+JSON", protocol_version=PROTOCOL_VERSION
+                ),
+            ],
+            provider=provider,
+            version=settings.agent_version,
+            documentation_url=settings.agent_documentation_url or None,
+            capabilities=AgentCapabilities(
+                streaming=False, push_notifications=False, extended_agent_card=False
+            ),
+            default_input_modes=list(self.flow.input_modes),
+            default_output_modes=list(self.flow.output_modes),
+            skills=skills,
+        )
+
+    @staticmethod
+    def etag(card: AgentCard) -> str:
+        body = json.dumps(card.wire(), sort_keys=True, separators=(",", ":")).encode()
+        return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+    def last_modified(self) -> str:
+        return format_datetime(self.modified_at, usegmt=True)

@@ -1,0 +1,47 @@
+"""Starting and stopping a turn's execution (Step Functions)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+
+def execution_name(task_id: str, turn: int) -> str:
+    """One execution per turn; the name makes a retried start idempotent."""
+    return f"{task_id}-{turn}"
+
+
+class Executor(Protocol):
+    def start(self, task_id: str, turn: int) -> str: ...
+
+    def stop(self, name: str, cause: str) -> None: ...
+
+
+class StepFunctionsExecutor:
+    def __init__(self, client: Any, state_machine_arn: str) -> None:
+        self._sfn = client
+        self._arn = state_machine_arn
+
+    def _execution_arn(self, name: str) -> str:
+        # arn:aws:states:r:a:stateMachine:SM  ->  arn:aws:states:r:a:execution:SM:name
+        return self._arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+
+    def start(self, task_id: str, turn: int) -> str:
+        name = execution_name(task_id, turn)
+        try:
+            self._sfn.start_execution(
+                stateMachineArn=self._arn,
+                name=name,
+                input=json.dumps({"taskId": task_id, "turn": turn, "step": 0}),
+            )
+        except self._sfn.exceptions.ExecutionAlreadyExists:
+            pass  # a retried start of the same turn: the first one is running
+        return name
+
+    def stop(self, name: str, cause: str) -> None:
+        try:
+            self._sfn.stop_execution(
+                executionArn=self._execution_arn(name), error="TaskCanceled", cause=cause
+            )
+        except (self._sfn.exceptions.ExecutionDoesNotExist,):
+            pass

@@ -1,0 +1,215 @@
+"""The flow API.
+
+A flow is the agent's logic. Each Step Functions step calls `Flow.step(ctx)` once; the
+step streams progress through `ctx` (status messages, artifact chunks) and returns one
+`Outcome`: `next_step()` to run another step in the same turn (each step is its own
+Lambda invocation, bounded by Lambda's 15 minutes), or an interrupted state
+(`input_required`, `auth_required`) that ends the turn until the client answers, or a
+terminal state (`completed`, `failed`, `rejected`). `ctx.state` is the flow's own JSON
+state, kept across steps and turns.
+
+    from a2a_serverless.flows import Flow, Outcome, StepContext
+
+    class Shout(Flow):
+        def step(self, ctx: StepContext) -> Outcome:
+            ctx.artifact(ctx.text.upper(), name="shout", last_chunk=True)
+            return Outcome.completed()
+
+    flow = Shout()          # FLOW=my_package.shout:flow
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+from a2a_serverless.models import AgentSkill, Message, Part, Role, TaskState
+
+
+class FlowCanceled(Exception):
+    """Raised inside a step when the task was canceled (or moved on) while it ran."""
+
+
+class OutcomeKind(str, Enum):
+    NEXT_STEP = "next_step"
+    INPUT_REQUIRED = "input_required"
+    AUTH_REQUIRED = "auth_required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+
+_OUTCOME_STATES = {
+    OutcomeKind.INPUT_REQUIRED: TaskState.INPUT_REQUIRED,
+    OutcomeKind.AUTH_REQUIRED: TaskState.AUTH_REQUIRED,
+    OutcomeKind.COMPLETED: TaskState.COMPLETED,
+    OutcomeKind.FAILED: TaskState.FAILED,
+    OutcomeKind.REJECTED: TaskState.REJECTED,
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a step decided. `message` (text or parts) goes into the status and history."""
+
+    kind: OutcomeKind
+    message: str | list[Part] | None = None
+
+    @property
+    def state(self) -> TaskState | None:
+        return _OUTCOME_STATES.get(self.kind)
+
+    @classmethod
+    def next_step(cls) -> Outcome:
+        return cls(OutcomeKind.NEXT_STEP)
+
+    @classmethod
+    def input_required(cls, message: str | list[Part]) -> Outcome:
+        return cls(OutcomeKind.INPUT_REQUIRED, message)
+
+    @classmethod
+    def auth_required(cls, message: str | list[Part]) -> Outcome:
+        return cls(OutcomeKind.AUTH_REQUIRED, message)
+
+    @classmethod
+    def completed(cls, message: str | list[Part] | None = None) -> Outcome:
+        return cls(OutcomeKind.COMPLETED, message)
+
+    @classmethod
+    def failed(cls, message: str | list[Part]) -> Outcome:
+        return cls(OutcomeKind.FAILED, message)
+
+    @classmethod
+    def rejected(cls, message: str | list[Part]) -> Outcome:
+        return cls(OutcomeKind.REJECTED, message)
+
+
+class Emitter(Protocol):
+    """Where a step's updates go (the task's event log)."""
+
+    def status(self, message: Message) -> None: ...
+
+    def artifact(
+        self,
+        parts: list[Part],
+        *,
+        artifact_id: str,
+        name: str | None,
+        description: str | None,
+        append: bool,
+        last_chunk: bool,
+        metadata: dict[str, Any] | None,
+    ) -> None: ...
+
+
+def agent_message(content: str | list[Part], task_id: str, context_id: str) -> Message:
+    parts = [Part(text=content)] if isinstance(content, str) else content
+    return Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.AGENT,
+        parts=parts,
+        task_id=task_id,
+        context_id=context_id,
+    )
+
+
+@dataclass
+class StepContext:
+    """Everything one step sees, and the emitter it reports through."""
+
+    task_id: str
+    context_id: str
+    turn: int
+    step: int
+    message: Message
+    history: list[Message]
+    state: dict[str, Any]
+    emitter: Emitter
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text parts of this turn's message, joined."""
+        return "".join(p.text for p in self.message.parts if p.text is not None)
+
+    def status(self, content: str | list[Part]) -> None:
+        """A progress message (state stays working)."""
+        self.emitter.status(agent_message(content, self.task_id, self.context_id))
+
+    def artifact(
+        self,
+        content: str | list[Part],
+        *,
+        artifact_id: str = "result",
+        name: str | None = None,
+        description: str | None = None,
+        append: bool = False,
+        last_chunk: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """An artifact, or one chunk of it (`append=True` adds to earlier chunks)."""
+        parts = [Part(text=content)] if isinstance(content, str) else content
+        self.emitter.artifact(
+            parts,
+            artifact_id=artifact_id,
+            name=name,
+            description=description,
+            append=append,
+            last_chunk=last_chunk,
+            metadata=metadata,
+        )
+
+
+class Flow:
+    """Subclass and implement `step`; sync or `async def` both work."""
+
+    name: str = "flow"
+    description: str = ""
+    skills: list[AgentSkill] = []
+    input_modes: list[str] = ["text/plain"]
+    output_modes: list[str] = ["text/plain"]
+
+    def step(self, ctx: StepContext) -> Outcome:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def run_step(self, ctx: StepContext) -> Outcome:
+        result = self.step(ctx)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_await(result))
+        if not isinstance(result, Outcome):
+            raise TypeError(f"flow step returned {type(result).__name__}, expected Outcome")
+        return result
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+class _FunctionFlow(Flow):
+    def __init__(self, fn: Callable[[StepContext], Any]) -> None:
+        self._fn = fn
+        self.name = getattr(fn, "__name__", "flow")
+
+    def step(self, ctx: StepContext) -> Outcome:
+        return self._fn(ctx)
+
+
+def load_flow(spec: str) -> Flow:
+    """`module:attribute` → a Flow (an instance, a Flow subclass, or a step function)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"FLOW must be 'module:attribute', got {spec!r}")
+    target = getattr(importlib.import_module(module_name), attribute)
+    if isinstance(target, Flow):
+        return target
+    if isinstance(target, type) and issubclass(target, Flow):
+        return target()
+    if callable(target):
+        return _FunctionFlow(target)
+    raise TypeError(f"{spec} is not a Flow, a Flow subclass or a step function")

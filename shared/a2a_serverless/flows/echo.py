@@ -1,0 +1,119 @@
+"""The default flow: deterministic, streams its reply, and obeys directives in the text.
+
+Directives (anywhere in the message text):
+  [input]      ask for more input (TASK_STATE_INPUT_REQUIRED); the answer completes the task
+  [auth]       ask for authorization (TASK_STATE_AUTH_REQUIRED); any reply completes it
+  [fail]       end TASK_STATE_FAILED with an explanation
+  [reject]     end TASK_STATE_REJECTED
+  [crash]      raise inside the step (the state machine's Catch marks the task failed)
+  [slow=S]     spread the reply over S seconds (so it can be watched or canceled)
+  [steps=N]    produce the reply over N Step Functions steps, one chunk per step
+Otherwise the reply is "Echo: <text>", streamed as several chunks of one artifact.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from a2a_serverless.flows.base import Flow, Outcome, StepContext
+from a2a_serverless.models import AgentSkill
+
+_SLOW = re.compile(r"\[slow=(\d+(?:\.\d+)?)\]")
+_STEPS = re.compile(r"\[steps=(\d+)\]")
+MAX_SLOW_SECONDS = 600.0
+MAX_STEPS = 50
+
+
+def _chunks(text: str, count: int) -> list[str]:
+    """Split into at most `count` pieces at word boundaries, keeping every character."""
+    words = re.findall(r"\S+\s*", text) or [text]
+    size = max(1, -(-len(words) // count))
+    return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
+
+
+class EchoFlow(Flow):
+    name = "echo"
+    description = "Echoes the message back as a streamed artifact; see the directives."
+    skills = [
+        AgentSkill(
+            id="echo",
+            name="Echo",
+            description=(
+                "Replies 'Echo: <your text>' as a streamed artifact. Directives: [input], "
+                "[auth], [fail], [reject], [crash], [slow=SECONDS], [steps=N]."
+            ),
+            tags=["echo", "test"],
+            examples=["hello", "hello [input]", "count slowly [slow=5]"],
+        )
+    ]
+    input_modes = ["text/plain", "application/json"]
+    output_modes = ["text/plain"]
+
+    def step(self, ctx: StepContext) -> Outcome:
+        if ctx.step == 0:
+            return self._first_step(ctx)
+        return self._next_chunk(ctx)
+
+    def _first_step(self, ctx: StepContext) -> Outcome:
+        text = ctx.text
+        pending = ctx.state.get("awaiting")
+        if pending == "input":
+            ctx.state["awaiting"] = None
+            return self._echo(ctx, f"{ctx.state.get('original', '')} + {text}")
+        if pending == "auth":
+            ctx.state["awaiting"] = None
+            return self._echo(ctx, ctx.state.get("original", ""))
+        if "[crash]" in text:
+            raise RuntimeError("echo flow crashed on request ([crash])")
+        if "[fail]" in text:
+            return Outcome.failed("Failing as asked ([fail]).")
+        if "[reject]" in text:
+            return Outcome.rejected("Rejecting as asked ([reject]).")
+        if "[input]" in text:
+            ctx.state.update(awaiting="input", original=text)
+            return Outcome.input_required("What should I add to the echo?")
+        if "[auth]" in text:
+            ctx.state.update(awaiting="auth", original=text)
+            return Outcome.auth_required("Please authorize, then reply to continue.")
+        steps = _STEPS.search(text)
+        if steps:
+            count = max(1, min(MAX_STEPS, int(steps.group(1))))
+            ctx.state.update(chunks=_chunks(f"Echo: {text}", count), sent=0)
+            return self._next_chunk(ctx)
+        return self._echo(ctx, text)
+
+    def _echo(self, ctx: StepContext, text: str) -> Outcome:
+        slow = _SLOW.search(text)
+        delay_total = min(MAX_SLOW_SECONDS, float(slow.group(1))) if slow else 0.0
+        pieces = _chunks(f"Echo: {text}", 4 if not slow else max(4, int(delay_total * 2)))
+        for index, piece in enumerate(pieces):
+            if delay_total:
+                time.sleep(delay_total / len(pieces))
+            ctx.artifact(
+                piece,
+                artifact_id="echo",
+                name="echo",
+                append=index > 0,
+                last_chunk=index == len(pieces) - 1,
+            )
+        return Outcome.completed()
+
+    def _next_chunk(self, ctx: StepContext) -> Outcome:
+        chunks: list[str] = ctx.state.get("chunks", [])
+        sent: int = ctx.state.get("sent", 0)
+        if sent < len(chunks):
+            ctx.artifact(
+                chunks[sent],
+                artifact_id="echo",
+                name="echo",
+                append=sent > 0,
+                last_chunk=sent == len(chunks) - 1,
+            )
+            ctx.state["sent"] = sent + 1
+        if ctx.state["sent"] < len(chunks):
+            return Outcome.next_step()
+        return Outcome.completed()
+
+
+flow = EchoFlow()

@@ -1,0 +1,437 @@
+"""Build the stack of template.yaml inside moto, in this process, and route HTTP like API Gateway.
+
+- DynamoDB table and state machine are created from template.yaml (same properties).
+- Step Functions executions run in moto's interpreter; their Lambda tasks call the real
+  handlers in-process (moto would otherwise need Docker to run Lambda code).
+- Every function's FastAPI app is served behind one ASGI gateway with the template's routes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import uuid
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from a2a_serverless.local.template import Resolver, load_template, parameter_defaults
+
+logger = logging.getLogger(__name__)
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+STACK = "a2a-local"
+LOCAL_PRINCIPAL_HEADER = "x-local-principal"
+# Emulation-only variables of the deployed functions, meaningless in-process.
+_DEPLOY_ONLY_ENV = {"AWS_LAMBDA_EXEC_WRAPPER", "AWS_LWA_INVOKE_MODE", "PORT"}
+
+
+def project_root() -> Path:
+    """The folder holding template.yaml (this package lives in <root>/shared/)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "template.yaml").exists():
+            return parent
+    raise FileNotFoundError("template.yaml not found above " + str(here))
+
+
+@dataclass
+class FunctionSpec:
+    logical_id: str
+    code_dir: Path
+    handler: str
+    env: dict[str, str]
+    events: list[tuple[str, str]]  # (METHOD, path)
+
+    @property
+    def is_web_adapter(self) -> bool:
+        return self.handler.endswith(".sh")
+
+
+def _load_module(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _LambdaContext:
+    def __init__(self, name: str) -> None:
+        self.function_name = name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+        self.memory_limit_in_mb = 1024
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{name}"
+        self.log_stream_name = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+class LocalStack:
+    """moto + the real handlers, created from template.yaml."""
+
+    def __init__(
+        self,
+        root: Path | None = None,
+        parameters: dict[str, str] | None = None,
+        env_overrides: dict[str, str] | None = None,
+    ) -> None:
+        self.root = root or project_root()
+        self.template = load_template(self.root / "template.yaml")
+        self.parameters = {**parameter_defaults(self.template), **(parameters or {})}
+        self.env_overrides = env_overrides or {}
+        self.functions: dict[str, FunctionSpec] = {}
+        self.env: dict[str, str] = {}
+        self._mock: Any = None
+        self._patches: list[tuple[Any, str, Any]] = []
+        self._handlers: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
+        self._apps: dict[str, Any] = {}
+        self._saved_env: dict[str, str | None] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> LocalStack:
+        base_env = {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+            "MOTO_ALLOW_NONEXISTENT_REGION": "true",
+        }
+        self._set_env(base_env)
+        from moto import mock_aws
+
+        self._mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}})
+        self._mock.start()
+        self._serialize_dynamodb()
+        resources = self.template["Resources"]
+        resolver = Resolver(
+            {**self.parameters, "AWS::Region": REGION, "AWS::AccountId": ACCOUNT}, {}, {}
+        )
+        self._create_table(resources, resolver)
+        self._create_functions(resources, resolver)
+        self._create_state_machine(resources, resolver)
+        self._collect_function_env(resources, resolver)
+        self._set_env({**self.env, **self.env_overrides})
+        from a2a_serverless import wiring
+
+        wiring.reset()
+        return self
+
+    def stop(self) -> None:
+        for target, name, original in reversed(self._patches):
+            setattr(target, name, original)
+        self._patches.clear()
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+        from a2a_serverless import wiring
+
+        wiring.reset()
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _set_env(self, values: dict[str, str]) -> None:
+        for key, value in values.items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+
+    def _patch(self, target: Any, name: str, replacement: Any) -> None:
+        self._patches.append((target, name, getattr(target, name)))
+        setattr(target, name, replacement)
+
+    def _serialize_dynamodb(self) -> None:
+        """moto's DynamoDB is not thread-safe; serialise its calls as the real service's
+        conditions and transactions are atomic."""
+        from moto.core.botocore_stubber import BotocoreStubber
+
+        lock = threading.RLock()
+        original = BotocoreStubber.__call__
+
+        def locked_call(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+            if ".dynamodb." in event_name:
+                with lock:
+                    return original(self, event_name, request, **kwargs)
+            return original(self, event_name, request, **kwargs)
+
+        self._patch(BotocoreStubber, "__call__", locked_call)
+
+    # -- resources -------------------------------------------------------------------------
+
+    def _client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(service, region_name=REGION)
+
+    def _create_table(self, resources: dict[str, Any], resolver: Resolver) -> None:
+        for logical_id, resource in resources.items():
+            if resource["Type"] != "AWS::DynamoDB::Table":
+                continue
+            props = resolver.resolve(resource["Properties"])
+            name = props.get("TableName") or f"{STACK}-{logical_id}"
+            kwargs: dict[str, Any] = {
+                "TableName": name,
+                "AttributeDefinitions": props["AttributeDefinitions"],
+                "KeySchema": props["KeySchema"],
+                "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+            }
+            if props.get("GlobalSecondaryIndexes"):
+                kwargs["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+            if props.get("StreamSpecification"):
+                kwargs["StreamSpecification"] = {
+                    "StreamEnabled": True,
+                    "StreamViewType": props["StreamSpecification"]["StreamViewType"],
+                }
+            db = self._client("dynamodb")
+            description = db.create_table(**kwargs)["TableDescription"]
+            ttl = props.get("TimeToLiveSpecification")
+            if ttl:
+                db.update_time_to_live(
+                    TableName=name,
+                    TimeToLiveSpecification={
+                        "AttributeName": ttl["AttributeName"],
+                        "Enabled": bool(ttl.get("Enabled", True)),
+                    },
+                )
+            resolver.refs[logical_id] = name
+            resolver.attributes[f"{logical_id}.Arn"] = description["TableArn"]
+            if "LatestStreamArn" in description:
+                resolver.attributes[f"{logical_id}.StreamArn"] = description["LatestStreamArn"]
+
+    def _create_functions(self, resources: dict[str, Any], resolver: Resolver) -> None:
+        iam = self._client("iam")
+        role_arn = iam.create_role(
+            RoleName="a2a-local-lambda",
+            AssumeRolePolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "lambda.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+        )["Role"]["Arn"]
+        self._role_arn = role_arn
+        archive = io.BytesIO()
+        with zipfile.ZipFile(archive, "w") as zf:
+            zf.writestr("app.py", "def handler(event, context):\n    return event\n")
+        lam = self._client("lambda")
+        for logical_id, resource in resources.items():
+            if resource["Type"] == "AWS::Serverless::LayerVersion":
+                resolver.refs[logical_id] = f"arn:aws:lambda:{REGION}:{ACCOUNT}:layer:{logical_id}:1"
+            if resource["Type"] != "AWS::Serverless::Function":
+                continue
+            props = resource["Properties"]
+            name = f"{STACK}-{logical_id}"
+            arn = lam.create_function(
+                FunctionName=name,
+                Runtime="python3.12",
+                Role=role_arn,
+                Handler="app.handler",
+                Code={"ZipFile": archive.getvalue()},
+            )["FunctionArn"]
+            resolver.refs[logical_id] = name
+            resolver.attributes[f"{logical_id}.Arn"] = arn
+            events = [
+                (str(e["Properties"]["Method"]).upper(), str(e["Properties"]["Path"]))
+                for e in (props.get("Events") or {}).values()
+                if e.get("Type") == "Api"
+            ]
+            self.functions[logical_id] = FunctionSpec(
+                logical_id=logical_id,
+                code_dir=self.root / props["CodeUri"],
+                handler=props["Handler"],
+                env={},
+                events=events,
+            )
+        from moto.awslambda.models import LambdaFunction
+
+        stack = self
+
+        def invoke(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> Any:
+            return stack._invoke(fn.function_name, body, response_headers)
+
+        self._patch(LambdaFunction, "invoke", invoke)
+        resources_api = [k for k, v in resources.items() if v["Type"] == "AWS::Serverless::Api"]
+        for api in resources_api:
+            resolver.refs[api] = "local"
+
+    def _create_state_machine(self, resources: dict[str, Any], resolver: Resolver) -> None:
+        for logical_id, resource in resources.items():
+            if resource["Type"] != "AWS::Serverless::StateMachine":
+                continue
+            props = resource["Properties"]
+            definition = json.dumps(props["Definition"])
+            substitutions = resolver.resolve(props.get("DefinitionSubstitutions") or {})
+            for key, value in substitutions.items():
+                definition = definition.replace("${" + key + "}", str(value))
+            sfn = self._client("stepfunctions")
+            arn = sfn.create_state_machine(
+                name=f"{STACK}-{logical_id}",
+                definition=definition,
+                roleArn=self._role_arn,
+                type=resolver.resolve(props.get("Type", "STANDARD")),
+            )["stateMachineArn"]
+            resolver.refs[logical_id] = arn
+            resolver.attributes[f"{logical_id}.Name"] = f"{STACK}-{logical_id}"
+            resolver.attributes[f"{logical_id}.Arn"] = arn
+
+    def _collect_function_env(self, resources: dict[str, Any], resolver: Resolver) -> None:
+        globals_env = (
+            self.template.get("Globals", {}).get("Function", {}).get("Environment", {})
+        ).get("Variables", {})
+        merged: dict[str, str] = {}
+        for key, value in resolver.resolve(globals_env).items():
+            merged[key] = str(value)
+        for logical_id, spec in self.functions.items():
+            own = resources[logical_id]["Properties"].get("Environment", {}).get("Variables", {})
+            spec.env = {k: str(v) for k, v in resolver.resolve(own).items()}
+            for key, value in spec.env.items():
+                if key not in _DEPLOY_ONLY_ENV:
+                    merged[key] = value
+        self.env = merged
+
+    # -- Lambda emulation ------------------------------------------------------------------
+
+    def handler_for(self, logical_id: str) -> Callable[[dict[str, Any], Any], Any]:
+        if logical_id not in self._handlers:
+            spec = self.functions[logical_id]
+            module_name, _, attribute = spec.handler.partition(".")
+            module = _load_module(
+                f"_a2a_local_{logical_id}", spec.code_dir / f"{module_name}.py"
+            )
+            self._handlers[logical_id] = getattr(module, attribute)
+        return self._handlers[logical_id]
+
+    def app_for(self, logical_id: str) -> Any:
+        """The FastAPI app a function serves (both Mangum and Web Adapter functions)."""
+        if logical_id not in self._apps:
+            spec = self.functions[logical_id]
+            module = _load_module(f"_a2a_local_app_{logical_id}", spec.code_dir / "app.py")
+            self._apps[logical_id] = module.app
+        return self._apps[logical_id]
+
+    def _invoke(self, function_name: str, body: Any, response_headers: Any) -> str:
+        logical_id = function_name.removeprefix(f"{STACK}-")
+        event = json.loads(body) if isinstance(body, str | bytes) and body else (body or {})
+        try:
+            result = self.handler_for(logical_id)(event, _LambdaContext(function_name))
+        except Exception as exc:  # the Lambda runtime reports it as an unhandled error
+            logger.exception("%s raised", logical_id)
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)})
+        return json.dumps(result)
+
+    # -- API Gateway emulation -------------------------------------------------------------
+
+    def gateway(self) -> Gateway:
+        routes = []
+        for logical_id, spec in self.functions.items():
+            for method, path in spec.events:
+                routes.append((method, path, self.app_for(logical_id)))
+        return Gateway(routes, stage=self.parameters.get("StageName", "prod"))
+
+
+class Gateway:
+    """An ASGI app that routes like an API Gateway REST API and adds its request context."""
+
+    def __init__(self, routes: list[tuple[str, str, Any]], stage: str = "prod") -> None:
+        self.stage = stage
+        self.routes = []
+        for method, path, app in routes:
+            pattern = re.escape(path)
+            pattern = re.sub(r"\\\{[^/}]+\\\}", "[^/]+", pattern)
+            self.routes.append((method, re.compile(f"^{pattern}/?$"), path, app))
+        # Literal paths win over parameterised ones, as in API Gateway.
+        self.routes.sort(key=lambda r: r[2].count("{"))
+
+    def match(self, method: str, path: str) -> tuple[Any, str] | None:
+        for route_method, pattern, resource, app in self.routes:
+            if route_method == method and pattern.match(path):
+                return app, resource
+        return None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        found = self.match(scope["method"], scope["path"])
+        if found is None:
+            # What API Gateway answers for a route it does not have (see template GatewayResponses).
+            body = json.dumps(
+                {
+                    "error": {
+                        "code": 404,
+                        "status": "NOT_FOUND",
+                        "message": f"No operation at {scope['method']} {scope['path']}",
+                    }
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 404,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        app, resource = found
+        headers = [
+            (k, v)
+            for k, v in scope["headers"]
+            if k.lower() not in (b"x-amzn-request-context", LOCAL_PRINCIPAL_HEADER.encode())
+        ]
+        principal = next(
+            (v.decode() for k, v in scope["headers"] if k.lower() == LOCAL_PRINCIPAL_HEADER.encode()),
+            None,
+        )
+        context: dict[str, Any] = {
+            "resourcePath": resource,
+            "httpMethod": scope["method"],
+            "requestId": str(uuid.uuid4()),
+            "stage": self.stage,
+            "identity": {"sourceIp": (scope.get("client") or ("127.0.0.1",))[0]},
+        }
+        if principal:
+            # Local stand-in for a Lambda authorizer's principalId.
+            context["authorizer"] = {"principalId": principal}
+        headers.append((b"x-amzn-request-context", json.dumps(context).encode()))
+        await app({**scope, "headers": headers}, receive, send)

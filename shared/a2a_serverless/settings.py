@@ -1,0 +1,48 @@
+"""The one place configuration is read from the environment."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Runtime configuration of every function (environment variables, upper-case names)."""
+
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    table_name: str = Field("a2a-tasks", description="DynamoDB table holding every task item.")
+    state_machine_arn: str = Field("", description="ARN of the flow state machine.")
+    flow: str = Field(
+        "a2a_serverless.flows.echo:flow",
+        description="The agent's flow, as `module:attribute`.",
+    )
+    agent_name: str = "Echo Agent"
+    agent_description: str = "Echoes what it is sent, as a streamed artifact (a2a-serverless)."
+    agent_version: str = "0.1.0"
+    agent_provider_org: str = ""
+    agent_provider_url: str = ""
+    agent_documentation_url: str = ""
+    public_base_url: str = Field(
+        "", description="Base URL written into the Agent Card; derived from the request if empty."
+    )
+    agent_card_max_age: int = Field(300, ge=0, description="Cache-Control max-age of the card.")
+    retention_days: int = Field(30, ge=1, description="Days before task items expire (TTL).")
+    blocking_max_wait_seconds: float = Field(
+        120.0, gt=0, description="Longest a blocking SendMessage waits before returning the task."
+    )
+    max_body_bytes: int = Field(262_144, ge=1024, description="Largest accepted request body.")
+    poll_min_ms: int = Field(25, ge=1, description="Event-log poll interval while events flow.")
+    poll_max_ms: int = Field(500, ge=1, description="Event-log poll interval when idle.")
+    anonymous_principal: str = Field(
+        "anonymous", description="Owner of tasks when no authenticated principal is present."
+    )
+    aws_endpoint_url: str = Field("", description="Override AWS endpoint (local tools only).")
+    log_level: str = "INFO"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

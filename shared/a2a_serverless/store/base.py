@@ -1,0 +1,120 @@
+"""The storage interface of the core. DynamoDB is the implementation; there is no other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from a2a_serverless.models import Artifact, Message, StreamResponse, TaskState, TaskStatus
+
+
+class ConflictError(Exception):
+    """A conditional write lost a race (expected state, turn or event seq changed).
+
+    `failed` names the items whose condition failed (`header`, `event`, `dedupe`, ...).
+    """
+
+    def __init__(self, message: str = "", failed: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.failed = failed
+
+
+@dataclass
+class TaskRecord:
+    """The task header: identity, owner, current state and execution bookkeeping."""
+
+    task_id: str
+    context_id: str
+    owner: str
+    state: TaskState
+    status: TaskStatus
+    status_seq: int
+    turn: int
+    execution: str = ""
+    flow_state: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] | None = None
+    history_count: int = 0
+    created_at: str = ""
+
+
+@dataclass
+class TaskSnapshot:
+    """A task folded from its event log up to `seq` (inclusive), plus history."""
+
+    record: TaskRecord
+    status: TaskStatus
+    artifacts: list[Artifact]
+    history: list[Message]
+    seq: int
+
+
+@dataclass
+class Dedupe:
+    """Retry detection for SendMessage: owner + messageId + content hash."""
+
+    owner: str
+    message_id: str
+    content_hash: str
+
+
+@dataclass
+class StatusChange:
+    """One state transition, written atomically with its event (and history message)."""
+
+    task_id: str
+    owner: str
+    context_id: str
+    from_state: TaskState
+    to_status: TaskStatus
+    seq: int
+    turn: int
+    event: StreamResponse
+    history_message: Message | None = None
+    history_index: int = 0
+    dedupe: Dedupe | None = None
+    execution: str | None = None
+    flow_state: dict[str, Any] | None = None
+    expected_turn: int | None = None
+
+
+@dataclass
+class ListQuery:
+    owner: str
+    context_id: str | None = None
+    state: TaskState | None = None
+    status_after: datetime | None = None
+    page_size: int = 50
+    cursor: dict[str, str] | None = None
+
+
+class TaskStore(Protocol):
+    def create_task(
+        self, record: TaskRecord, message: Message, event: StreamResponse, dedupe: Dedupe | None
+    ) -> None: ...
+
+    def get_record(self, task_id: str) -> TaskRecord | None: ...
+
+    def get_snapshot(self, task_id: str, history_length: int | None) -> TaskSnapshot | None: ...
+
+    def find_dedupe(self, owner: str, message_id: str) -> tuple[str, str] | None: ...
+
+    def apply_status(self, change: StatusChange) -> None: ...
+
+    def append_event(self, task_id: str, seq: int, event: StreamResponse) -> None: ...
+
+    def read_events(
+        self, task_id: str, after_seq: int, limit: int = 100
+    ) -> list[tuple[int, StreamResponse]]: ...
+
+    def last_seq(self, task_id: str) -> int: ...
+
+    def save_flow_state(self, task_id: str, turn: int, flow_state: dict[str, Any]) -> None: ...
+
+    def list_tasks(self, query: ListQuery) -> tuple[list[TaskRecord], dict[str, str] | None]: ...
+
+    def count_tasks(self, query: ListQuery) -> int: ...
+
+    def read_artifacts(self, task_id: str) -> list[Artifact]: ...
+
+    def read_history(self, task_id: str, history_length: int | None) -> list[Message]: ...

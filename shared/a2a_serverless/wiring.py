@@ -1,0 +1,65 @@
+"""Builds the service objects from settings: the one place that knows the concrete parts."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from a2a_serverless.core.card import CardFactory
+from a2a_serverless.core.executor import StepFunctionsExecutor
+from a2a_serverless.core.service import A2AService, ModePolicy, WaitPolicy
+from a2a_serverless.flows.base import Flow, load_flow
+from a2a_serverless.settings import Settings, get_settings
+from a2a_serverless.store.dynamodb import DynamoDBTaskStore
+
+
+def aws_client(service: str, settings: Settings) -> Any:
+    import boto3  # imported here: the card function never needs it
+
+    kwargs: dict[str, Any] = {}
+    if settings.aws_endpoint_url:
+        kwargs["endpoint_url"] = settings.aws_endpoint_url
+    return boto3.client(service, **kwargs)
+
+
+@lru_cache(maxsize=1)
+def get_flow() -> Flow:
+    return load_flow(get_settings().flow)
+
+
+@lru_cache(maxsize=1)
+def get_store() -> DynamoDBTaskStore:
+    settings = get_settings()
+    return DynamoDBTaskStore(
+        aws_client("dynamodb", settings), settings.table_name, settings.retention_days
+    )
+
+
+@lru_cache(maxsize=1)
+def get_service() -> A2AService:
+    settings = get_settings()
+    flow = get_flow()
+    return A2AService(
+        store=get_store(),
+        executor=StepFunctionsExecutor(
+            aws_client("stepfunctions", settings), settings.state_machine_arn
+        ),
+        modes=ModePolicy(input_modes=list(flow.input_modes), output_modes=list(flow.output_modes)),
+        wait=WaitPolicy(
+            max_wait_seconds=settings.blocking_max_wait_seconds,
+            poll_min_seconds=settings.poll_min_ms / 1000,
+            poll_max_seconds=settings.poll_max_ms / 1000,
+        ),
+    )
+
+
+@lru_cache(maxsize=1)
+def get_card_factory() -> CardFactory:
+    return CardFactory(get_settings(), get_flow())
+
+
+def reset() -> None:
+    """Forget cached objects (tests and the local stack change settings between runs)."""
+    get_settings.cache_clear()
+    for cached in (get_flow, get_store, get_service, get_card_factory):
+        cached.cache_clear()
