@@ -273,7 +273,9 @@ def _timestamp_param(request: Request, name: str) -> datetime | None:
 async def get_task(request: Request, task_id: str) -> Response:
     _version(request)
     history_length = _int_param(request, "historyLength")
-    task = await run_in_threadpool(get_service().get_task, principal(request), task_id, history_length)
+    task = await run_in_threadpool(
+        get_service().get_task, principal(request), task_id, history_length
+    )
     return render(request, task)
 
 

@@ -6,8 +6,8 @@ import hashlib
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from email.utils import format_datetime
+from pathlib import Path
 
 from a2a_serverless.flows.base import Flow
 from a2a_serverless.models import (
@@ -50,9 +50,7 @@ class CardFactory:
             )
         ]
         provider = (
-            AgentProvider(
-                organization=settings.agent_provider_org, url=settings.agent_provider_url
-            )
+            AgentProvider(organization=settings.agent_provider_org, url=settings.agent_provider_url)
             if settings.agent_provider_org and settings.agent_provider_url
             else None
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any, Protocol
 
@@ -39,9 +40,7 @@ class StepFunctionsExecutor:
         return name
 
     def stop(self, name: str, cause: str) -> None:
-        try:
+        with contextlib.suppress(self._sfn.exceptions.ExecutionDoesNotExist):
             self._sfn.stop_execution(
                 executionArn=self._execution_arn(name), error="TaskCanceled", cause=cause
             )
-        except (self._sfn.exceptions.ExecutionDoesNotExist,):
-            pass

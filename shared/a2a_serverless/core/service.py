@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import time
@@ -283,7 +284,7 @@ class A2AService:
             if fresh is not None and fresh.state not in TERMINAL_STATES:
                 from a2a_serverless.flows.base import agent_message
 
-                try:
+                with contextlib.suppress(StateMoved):
                     transition(
                         self.store,
                         fresh,
@@ -294,8 +295,6 @@ class A2AService:
                             fresh.context_id,
                         ),
                     )
-                except StateMoved:
-                    pass
             raise
 
     def _wait_settled(self, task_id: str, after_seq: int) -> None:

@@ -26,7 +26,7 @@ import inspect
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Protocol
 
 from a2a_serverless.models import AgentSkill, Message, Part, Role, TaskState
@@ -36,7 +36,7 @@ class FlowCanceled(Exception):
     """Raised inside a step when the task was canceled (or moved on) while it ran."""
 
 
-class OutcomeKind(str, Enum):
+class OutcomeKind(StrEnum):
     NEXT_STEP = "next_step"
     INPUT_REQUIRED = "input_required"
     AUTH_REQUIRED = "auth_required"

@@ -248,7 +248,9 @@ class LocalStack:
         lam = self._client("lambda")
         for logical_id, resource in resources.items():
             if resource["Type"] == "AWS::Serverless::LayerVersion":
-                resolver.refs[logical_id] = f"arn:aws:lambda:{REGION}:{ACCOUNT}:layer:{logical_id}:1"
+                resolver.refs[logical_id] = (
+                    f"arn:aws:lambda:{REGION}:{ACCOUNT}:layer:{logical_id}:1"
+                )
             if resource["Type"] != "AWS::Serverless::Function":
                 continue
             props = resource["Properties"]
@@ -327,9 +329,7 @@ class LocalStack:
         if logical_id not in self._handlers:
             spec = self.functions[logical_id]
             module_name, _, attribute = spec.handler.partition(".")
-            module = _load_module(
-                f"_a2a_local_{logical_id}", spec.code_dir / f"{module_name}.py"
-            )
+            module = _load_module(f"_a2a_local_{logical_id}", spec.code_dir / f"{module_name}.py")
             self._handlers[logical_id] = getattr(module, attribute)
         return self._handlers[logical_id]
 
@@ -420,7 +420,11 @@ class Gateway:
             if k.lower() not in (b"x-amzn-request-context", LOCAL_PRINCIPAL_HEADER.encode())
         ]
         principal = next(
-            (v.decode() for k, v in scope["headers"] if k.lower() == LOCAL_PRINCIPAL_HEADER.encode()),
+            (
+                v.decode()
+                for k, v in scope["headers"]
+                if k.lower() == LOCAL_PRINCIPAL_HEADER.encode()
+            ),
             None,
         )
         context: dict[str, Any] = {

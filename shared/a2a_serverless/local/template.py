@@ -51,7 +51,7 @@ for _short, _full in {
 
 
 def load_template(path: Path) -> dict[str, Any]:
-    return yaml.load(path.read_text(), Loader=_CfnLoader)  # noqa: S506 - SafeLoader subclass
+    return yaml.load(path.read_text(), Loader=_CfnLoader)
 
 
 _SUB = re.compile(r"\$\{([^}!]+)\}")
@@ -68,7 +68,7 @@ class Resolver:
     def resolve(self, value: Any) -> Any:
         if isinstance(value, dict):
             if len(value) == 1:
-                (key, arg), = value.items()
+                ((key, arg),) = value.items()
                 if key == "Ref":
                     return self._ref(arg)
                 if key == "Fn::GetAtt":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import UTC, datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import (
@@ -96,7 +96,7 @@ class A2AModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
 
 
-class TaskState(str, Enum):
+class TaskState(StrEnum):
     UNSPECIFIED = "TASK_STATE_UNSPECIFIED"
     SUBMITTED = "TASK_STATE_SUBMITTED"
     WORKING = "TASK_STATE_WORKING"
@@ -142,7 +142,7 @@ def parse_task_state(value: Any) -> TaskState:
         raise ValueError(f"unknown task state {value!r}; expected one of {names}") from None
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     UNSPECIFIED = "ROLE_UNSPECIFIED"
     USER = "ROLE_USER"
     AGENT = "ROLE_AGENT"
@@ -192,9 +192,7 @@ class Part(A2AModel):
     @model_validator(mode="after")
     def _exactly_one_content(self) -> Part:
         present = [
-            name
-            for name in ("text", "raw", "url", "data")
-            if getattr(self, name) is not None
+            name for name in ("text", "raw", "url", "data") if getattr(self, name) is not None
         ]
         if len(present) != 1:
             raise ValueError(
