@@ -1,3 +1,5 @@
 #!/bin/sh
-# Started by the Lambda Web Adapter (AWS_LAMBDA_EXEC_WRAPPER=/opt/bootstrap).
-exec python -m uvicorn --host 127.0.0.1 --port "${PORT:-8080}" --no-access-log app:app
+# Started by the Lambda Web Adapter (AWS_LAMBDA_EXEC_WRAPPER=/opt/bootstrap). This is a plain
+# process, not the Python bootstrap, so the layer (/opt/python) must be put on the path here.
+PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/opt/python:${LAMBDA_RUNTIME_DIR:-}" \
+  exec python -m uvicorn --host 127.0.0.1 --port "${PORT:-8080}" --no-access-log app:app

@@ -1,0 +1,148 @@
+"""Least privilege, read from the translated roles: the exact grants of every function.
+
+Adding a permission to template.yaml must break a test here; update the tables on purpose.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.template.sam import (
+    as_list,
+    grants,
+    resource_key,
+    resources_of_type,
+    role_of,
+    statements,
+    translate,
+)
+
+TABLE = resource_key({"Fn::GetAtt": ["TasksTable", "Arn"]})
+TABLE_INDEXES = resource_key({"Fn::Sub": "${TasksTable.Arn}/index/*"})
+FLOW = resource_key({"Ref": "FlowStateMachine"})
+FLOW_EXECUTIONS = resource_key(
+    {
+        "Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:"
+        "execution:${FlowStateMachine.Name}:*"
+    }
+)
+FLOW_WORKER = resource_key(
+    {
+        "Fn::Sub": [
+            "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${functionName}*",
+            {"functionName": {"Ref": "FlowWorkerFunction"}},
+        ]
+    }
+)
+
+READ = {"dynamodb:GetItem": {TABLE}, "dynamodb:Query": {TABLE}}
+WRITE = {
+    **READ,
+    "dynamodb:PutItem": {TABLE},
+    "dynamodb:UpdateItem": {TABLE},
+    "dynamodb:ConditionCheckItem": {TABLE},
+}
+
+GRANTS: dict[str, dict[str, set[str]]] = {
+    "AgentCardFunction": {},
+    "PushConfigFunction": {},
+    "GetTaskFunction": READ,
+    "ListTasksFunction": {
+        "dynamodb:GetItem": {TABLE, TABLE_INDEXES},
+        "dynamodb:Query": {TABLE, TABLE_INDEXES},
+    },
+    "SendMessageFunction": {**WRITE, "states:StartExecution": {FLOW}},
+    # Cancel only: message:stream answers UnsupportedOperation until streaming is built.
+    "StreamFunction": {**WRITE, "states:StopExecution": {FLOW_EXECUTIONS}},
+    "FlowWorkerFunction": WRITE,
+    "FlowStateMachine": {"lambda:InvokeFunction": {FLOW_WORKER}},
+}
+
+LAMBDA_MANAGED = {
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+    "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess",
+}
+STATES_MANAGED = {"arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess"}
+
+
+def _principal_services(role: dict[str, Any]) -> set[str]:
+    (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert as_list(statement["Action"]) == ["sts:AssumeRole"]
+    assert set(statement["Principal"]) == {"Service"}
+    return set(as_list(statement["Principal"]["Service"]))
+
+
+def test_every_function_and_state_machine_is_covered(cfn: dict[str, Any]) -> None:
+    principals = set(resources_of_type(cfn, "AWS::Lambda::Function")) | set(
+        resources_of_type(cfn, "AWS::StepFunctions::StateMachine")
+    )
+    assert principals == set(GRANTS)
+
+
+def test_each_principal_has_its_own_role(cfn: dict[str, Any]) -> None:
+    roles = [role_of(cfn, name)[0] for name in GRANTS]
+    assert len(set(roles)) == len(roles)
+    assert set(roles) == set(resources_of_type(cfn, "AWS::IAM::Role"))
+
+
+@pytest.mark.parametrize("name", sorted(GRANTS))
+def test_exact_grants(cfn: dict[str, Any], name: str) -> None:
+    _, role = role_of(cfn, name)
+    assert grants(role) == GRANTS[name]
+
+
+@pytest.mark.parametrize("name", sorted(GRANTS))
+def test_managed_policies_and_trust(cfn: dict[str, Any], name: str) -> None:
+    _, role = role_of(cfn, name)
+    is_state_machine = name == "FlowStateMachine"
+    assert set(role["Properties"]["ManagedPolicyArns"]) == (
+        STATES_MANAGED if is_state_machine else LAMBDA_MANAGED
+    )
+    assert _principal_services(role) == {
+        "states.amazonaws.com" if is_state_machine else "lambda.amazonaws.com"
+    }
+
+
+@pytest.mark.parametrize("name", ["AgentCardFunction", "PushConfigFunction"])
+def test_card_and_push_functions_touch_no_data(cfn: dict[str, Any], name: str) -> None:
+    _, role = role_of(cfn, name)
+    actions = set(grants(role))
+    assert not {a for a in actions if a.startswith(("dynamodb:", "states:"))}
+
+
+def test_readers_cannot_start_or_stop_work(cfn: dict[str, Any]) -> None:
+    for name in ("GetTaskFunction", "ListTasksFunction"):
+        actions = set(grants(role_of(cfn, name)[1]))
+        assert actions <= {"dynamodb:GetItem", "dynamodb:Query"}, name
+    send = set(grants(role_of(cfn, "SendMessageFunction")[1]))
+    assert "states:StartExecution" in send
+    assert "states:StopExecution" not in send
+    stream = set(grants(role_of(cfn, "StreamFunction")[1]))
+    assert "states:StopExecution" in stream
+    assert "states:StartExecution" not in stream
+    worker = set(grants(role_of(cfn, "FlowWorkerFunction")[1]))
+    assert not {a for a in worker if a.startswith("states:")}
+
+
+def test_no_broad_grants_anywhere(cfn: dict[str, Any]) -> None:
+    for role_id, role in resources_of_type(cfn, "AWS::IAM::Role").items():
+        for statement in statements(role):
+            actions = as_list(statement["Action"])
+            resources = as_list(statement["Resource"])
+            assert not [a for a in actions if "*" in a], (role_id, actions)
+            assert not {"dynamodb:Scan", "dynamodb:DeleteItem"} & set(actions), role_id
+            assert not [a for a in actions if a.lower().startswith(("dynamodb:batch", "iam:"))]
+            if any(a.startswith(("dynamodb:", "states:")) for a in actions):
+                assert "*" not in resources, (role_id, statement)
+
+
+def test_grant_check_can_fail(sam: dict[str, Any]) -> None:
+    widened = copy.deepcopy(sam)
+    statement = widened["Resources"]["GetTaskFunction"]["Properties"]["Policies"][0]["Statement"]
+    statement[0]["Action"].append("dynamodb:Scan")
+    role = role_of(translate(widened), "GetTaskFunction")[1]
+    assert grants(role) != GRANTS["GetTaskFunction"]

@@ -1,0 +1,103 @@
+"""The tasks table and the per-turn state machine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.template.sam import state_machine_definition
+
+LAMBDA_TRANSIENT = {
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+}
+
+
+def _table(cfn: dict[str, Any]) -> dict[str, Any]:
+    table = cfn["Resources"]["TasksTable"]
+    assert table["Type"] == "AWS::DynamoDB::Table"
+    return table["Properties"]
+
+
+def test_table_billing_streams_and_ttl(cfn: dict[str, Any]) -> None:
+    table = _table(cfn)
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert "ProvisionedThroughput" not in table
+    assert table["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+    assert table["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+
+
+def test_table_indexes(cfn: dict[str, Any]) -> None:
+    table = _table(cfn)
+    indexes = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {"byOwner", "byOwnerContext", "byOwnerState"}
+    hash_keys = {name: index["KeySchema"][0] for name, index in indexes.items()}
+    assert hash_keys == {
+        "byOwner": {"AttributeName": "g1pk", "KeyType": "HASH"},
+        "byOwnerContext": {"AttributeName": "g2pk", "KeyType": "HASH"},
+        "byOwnerState": {"AttributeName": "g3pk", "KeyType": "HASH"},
+    }
+    defined = {a["AttributeName"] for a in table["AttributeDefinitions"]}
+    for name, index in indexes.items():
+        assert index["KeySchema"][1] == {"AttributeName": "gsk", "KeyType": "RANGE"}, name
+        projection = index["Projection"]
+        assert projection["ProjectionType"] == "INCLUDE", name
+        included = set(projection["NonKeyAttributes"])
+        # List pages need these; the (large) flow state never goes to an index.
+        assert {"taskId", "contextId", "state", "status"} <= included, name
+        assert "flowState" not in included, name
+        assert {k["AttributeName"] for k in index["KeySchema"]} <= defined
+
+
+def test_state_machine_type_comes_from_the_parameter(cfn: dict[str, Any]) -> None:
+    props = cfn["Resources"]["FlowStateMachine"]["Properties"]
+    assert props["StateMachineType"] == {"Ref": "WorkflowType"}
+    parameter = cfn["Parameters"]["WorkflowType"]
+    assert parameter["AllowedValues"] == ["STANDARD", "EXPRESS"]
+    assert parameter["Default"] == "STANDARD"
+    assert props["DefinitionSubstitutions"] == {
+        "FlowWorkerArn": {"Fn::GetAtt": ["FlowWorkerFunction", "Arn"]}
+    }
+
+
+def test_run_step_retries_transient_lambda_errors_and_catches_the_rest(
+    cfn: dict[str, Any],
+) -> None:
+    definition = state_machine_definition(cfn, "FlowStateMachine")
+    states = definition["States"]
+    assert definition["StartAt"] == "RunStep"
+    run = states["RunStep"]
+    assert run["Type"] == "Task"
+    assert run["Resource"] == "arn:aws:states:::lambda:invoke"
+    assert run["Parameters"]["FunctionName"] == "${FlowWorkerArn}"
+    (retry,) = run["Retry"]
+    assert set(retry["ErrorEquals"]) == LAMBDA_TRANSIENT
+    assert retry["MaxAttempts"] >= 1
+    (catch,) = run["Catch"]
+    assert catch["ErrorEquals"] == ["States.ALL"]
+    assert catch["Next"] == "MarkFailed"
+    assert catch["ResultPath"] == "$.error"  # keeps taskId/turn for MarkFailed
+    assert states["MarkFailed"]["Parameters"]["FunctionName"] == "${FlowWorkerArn}"
+    assert states["MarkFailed"]["Parameters"]["Payload"]["action"] == "fail"
+    assert states["MarkFailed"]["Next"] == "Done"
+
+
+def test_steps_loop_through_a_choice(cfn: dict[str, Any]) -> None:
+    states = state_machine_definition(cfn, "FlowStateMachine")["States"]
+    assert states["RunStep"]["Next"] == "MoreSteps"
+    choice = states["MoreSteps"]
+    assert choice["Type"] == "Choice"
+    assert [c["Next"] for c in choice["Choices"]] == ["RunStep"]
+    assert choice["Choices"][0]["Variable"] == "$.continue"
+    assert choice["Default"] == "Done"
+    assert states["Done"]["Type"] == "Succeed"
+    # Every transition lands on a defined state.
+    targets = {s.get("Next") for s in states.values()} | {choice["Default"]}
+    targets |= {c["Next"] for s in states.values() for c in s.get("Catch", [])}
+    targets |= {c["Next"] for c in choice["Choices"]}
+    assert targets - {None} <= set(states)
