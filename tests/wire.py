@@ -7,10 +7,9 @@ import json
 import re
 from typing import Any
 
+from a2a import types as a2a_types
 from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
-
-from a2a import types as a2a_types
 
 A2A_DOMAIN = "a2a-protocol.org"
 _TASK_PATH = re.compile(r"^/tasks/[^/]+$")
@@ -19,7 +18,9 @@ _TASK_PATH = re.compile(r"^/tasks/[^/]+$")
 CHECKED: list[tuple[str, str, int]] = []
 
 
-def parse_strict(body: str | bytes | dict[str, Any], proto_type: type[ProtoMessage]) -> ProtoMessage:
+def parse_strict(
+    body: str | bytes | dict[str, Any], proto_type: type[ProtoMessage]
+) -> ProtoMessage:
     """Parse proto-JSON strictly; raises on unknown fields and bad enum names."""
     text = body if isinstance(body, str | bytes) else json.dumps(body)
     return json_format.Parse(text, proto_type(), ignore_unknown_fields=False)

@@ -107,6 +107,24 @@ def decode_cursor(token: str) -> dict[str, str]:
     return cursor
 
 
+@dataclass
+class _Created:
+    """A task this send created (or, with seq _RETRY, the task it is a retry of)."""
+
+    record: TaskRecord
+    message: Message
+    seq: int
+
+    def view(self, history_length: int | None) -> Task:
+        return Task(
+            id=self.record.task_id,
+            context_id=self.record.context_id,
+            status=self.record.status,
+            history=[self.message] if history_length != 0 else None,
+            metadata=self.record.metadata or None,
+        )
+
+
 class A2AService:
     """Send, get, list and cancel, scoped to the calling owner."""
 
@@ -132,7 +150,11 @@ class A2AService:
         if message.task_id:
             task_id, seq = self._continue_task(owner, message, dedupe)
         else:
-            task_id, seq = self._create_task(owner, message, dedupe, request)
+            created = self._create_task(owner, message, dedupe, request)
+            task_id, seq = created.record.task_id, created.seq
+            if config.return_immediately and seq != _RETRY:
+                # Everything the answer holds was just written: no need to read it back.
+                return SendMessageResponse(task=created.view(config.history_length))
         if not config.return_immediately:
             if seq == _RETRY:
                 original = self.store.get_record(task_id)
@@ -184,7 +206,7 @@ class A2AService:
 
     def _create_task(
         self, owner: str, message: Message, dedupe: Dedupe, request: SendMessageRequest
-    ) -> tuple[str, int]:
+    ) -> _Created:
         task_id = str(uuid.uuid4())
         context_id = message.context_id or str(uuid.uuid4())
         stored = message.model_copy(update={"task_id": task_id, "context_id": context_id})
@@ -207,11 +229,12 @@ class A2AService:
                 raise
             original = self._retried(owner, message, dedupe)
             if original is not None:
-                return original, _RETRY
+                record.task_id = original
+                return _Created(record, stored, _RETRY)
             # Same messageId, different content: a new message, processed normally.
             self.store.create_task(record, stored, status_event(record, status), None)
         self._start(record, 1)
-        return task_id, 1
+        return _Created(record, stored, 1)
 
     def _continue_task(self, owner: str, message: Message, dedupe: Dedupe) -> tuple[str, int]:
         record = self._load(owner, message.task_id or "")

@@ -32,8 +32,9 @@ from a2a_serverless.store import ConflictError, TaskRecord, TaskStore
 
 logger = logging.getLogger(__name__)
 
-# Largest text carried by one artifact event; longer text is split across append chunks
-# so that no event item approaches DynamoDB's 400 KB item limit.
+# Largest text carried by one artifact event (64 Ki characters are at most 256 KiB of
+# UTF-8); longer text is split across append chunks so no event item approaches
+# DynamoDB's 400 KB item limit. Other parts are measured in encoded bytes.
 MAX_CHUNK_CHARS = 64 * 1024
 MAX_PART_BYTES = 300 * 1024
 
@@ -119,7 +120,7 @@ def _split_parts(parts: list[Part]) -> list[list[Part]]:
             groups.append([])
             size = 0
             continue
-        part_size = len(part.model_dump_json())
+        part_size = len(part.model_dump_json().encode())
         if part_size > MAX_PART_BYTES:
             raise ValueError(
                 f"an artifact part of {part_size} bytes is too large for one event; "
@@ -190,16 +191,14 @@ class FlowWorker:
             if outcome.message is not None
             else None
         )
-        fresh = self.store.get_record(task_id) or record
-        if fresh.state is not TaskState.WORKING or fresh.turn != turn:
-            return done
         try:
+            # Conditional on WORKING at this turn: a cancel that got there first wins.
             transition(
                 self.store,
-                fresh,
+                record,
                 outcome.state or TaskState.COMPLETED,
                 message=message,
-                seq=max(emitter.seq, fresh.status_seq) + 1,
+                seq=emitter.seq + 1,
                 flow_state=ctx.state,
             )
         except StateMoved:

@@ -120,6 +120,7 @@ class LocalStack:
         self._mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}})
         self._mock.start()
         self._serialize_dynamodb()
+        self._cheap_transactions()
         resources = self.template["Resources"]
         resolver = Resolver(
             {**self.parameters, "AWS::Region": REGION, "AWS::AccountId": ACCOUNT}, {}, {}
@@ -181,6 +182,88 @@ class LocalStack:
             return original(self, event_name, request, **kwargs)
 
         self._patch(BotocoreStubber, "__call__", locked_call)
+
+    def _cheap_transactions(self) -> None:
+        """moto backs up every table a transaction touches with a deep copy (and keeps every
+        copy alive), so each transaction costs O(table) and the process slows down with every
+        task. Check all conditions first, back up only the touched items, and let moto apply
+        the writes without its table copies. Same outcome: all items or none."""
+        import copy
+
+        import moto.dynamodb.models as dynamodb_models
+        from moto.dynamodb.exceptions import TransactionCanceledException
+        from moto.dynamodb.models.table import Table
+
+        backend_class = dynamodb_models.DynamoDBBackend
+        original = backend_class.transact_write_items
+        skip_table_copies = threading.local()
+
+        class _CopyWithoutTables:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(copy, name)
+
+            @staticmethod
+            def deepcopy(value: Any, memo: Any = None) -> Any:
+                if isinstance(value, Table) and getattr(skip_table_copies, "on", False):
+                    return value
+                return copy.deepcopy(value, memo)
+
+        self._patch(dynamodb_models, "copy", _CopyWithoutTables())
+
+        def transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
+            touched: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+            errors: list[tuple[Any, Any, Any]] = []
+            for entry in transact_items:
+                op_type, op = next(iter(entry.items()))
+                table = backend.get_table(op["TableName"])
+                if op_type == "Put":
+                    key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
+                    if table.range_key_attr is not None:
+                        key[table.range_key_attr] = op["Item"][table.range_key_attr]
+                else:
+                    key = op["Key"]
+                current = backend.get_item(op["TableName"], key)
+                condition = op.get("ConditionExpression")
+                if condition is not None and not dynamodb_models.get_filter_expression(
+                    condition,
+                    op.get("ExpressionAttributeNames"),
+                    op.get("ExpressionAttributeValues"),
+                ).expr(current):
+                    errors.append(
+                        ("ConditionalCheckFailed", "The conditional request failed", None)
+                    )
+                else:
+                    errors.append((None, None, None))
+                old = copy.deepcopy(current.to_json()["Attributes"]) if current else None
+                touched.append((op["TableName"], key, old))
+            if any(code is not None for code, _, _ in errors):
+                raise TransactionCanceledException(errors)
+            skip_table_copies.on = True
+            try:
+                original(backend, transact_items)
+            except Exception:
+                for table_name, key, old in reversed(touched):  # undo partial writes
+                    if old is None:
+                        backend.get_table(table_name).delete_item(
+                            *_key_values(backend, table_name, key)
+                        )
+                    else:
+                        backend.get_table(table_name).put_item(old)
+                raise
+            finally:
+                skip_table_copies.on = False
+
+        def _key_values(backend: Any, table_name: str, key: dict[str, Any]) -> tuple[Any, Any]:
+            from moto.dynamodb.models.dynamo_type import DynamoType
+
+            table = backend.get_table(table_name)
+            hash_value = DynamoType(key[table.hash_key_attr])
+            range_value = (
+                DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
+            )
+            return hash_value, range_value
+
+        self._patch(backend_class, "transact_write_items", transact_write_items)
 
     # -- resources -------------------------------------------------------------------------
 

@@ -4,13 +4,15 @@ Partition `T#{taskId}` holds the header (`H`), the event log (`E#{seq:010d}`) an
 history (`M#{n:06d}`). The event log is the source of status and artifacts: chunk
 events are single conditional puts (no header write, no index write); state changes
 are one transaction (header + event + counters [+ history]). `O#{owner}` holds the
-exact ListTasks counters (`C`, `C#{contextId}`); `D#{owner}#{messageId}` the send
-retry records. Three sparse GSIs order an owner's tasks by status timestamp.
+exact ListTasks counters (`N#{shard}` per owner, `X#{contextId}` per context);
+`D#{owner}#{messageId}` the send retry records. Three sparse GSIs order an owner's tasks
+by status timestamp.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +41,11 @@ HISTORY_PREFIX = "M#"
 INDEX_BY_OWNER = "byOwner"
 INDEX_BY_CONTEXT = "byOwnerContext"
 INDEX_BY_STATE = "byOwnerState"
+
+OWNER_SHARD_PREFIX = "N#"
+CONTEXT_COUNTER_PREFIX = "X#"
+OWNER_COUNTER_SHARDS = 8
+TRANSACTION_ATTEMPTS = 6
 
 # Attributes the list indexes carry (the flow state stays out of them).
 INDEX_PROJECTION = ["taskId", "contextId", "owner", "state", "status", "meta", "turn", "hcount"]
@@ -108,9 +115,20 @@ class DynamoDBTaskStore:
     def _counter_updates(
         self, owner: str, context_id: str, add: dict[str, int]
     ) -> list[dict[str, Any]]:
+        """ADD to one random shard of the owner's counters and to the context's counter.
+
+        Shards spread the owner's hot item (every transition of every task of that owner
+        touches it) so concurrent transactions rarely conflict; the TTL is refreshed so the
+        counters outlive the owner's last task and then go too.
+        """
         names = {f"#c{i}": name for i, name in enumerate(add)}
+        names["#ttl"] = "expiresAt"
         values = {f":v{i}": _n(delta) for i, delta in enumerate(add.values())}
-        expression = "ADD " + ", ".join(f"#c{i} :v{i}" for i in range(len(add)))
+        values[":ttl"] = self._expires()
+        expression = (
+            "ADD " + ", ".join(f"#c{i} :v{i}" for i in range(len(add))) + " SET #ttl = :ttl"
+        )
+        shard = random.randrange(OWNER_COUNTER_SHARDS)
         return [
             {
                 "Update": {
@@ -121,23 +139,31 @@ class DynamoDBTaskStore:
                     "ExpressionAttributeValues": values,
                 }
             }
-            for sk in ("C", f"C#{context_id}")
+            for sk in (f"{OWNER_SHARD_PREFIX}{shard}", f"{CONTEXT_COUNTER_PREFIX}{context_id}")
         ]
 
     def _transact(self, items: list[tuple[str, dict[str, Any]]]) -> None:
-        """Write (role, item) pairs atomically; a failed condition names the roles."""
-        try:
-            self._db.transact_write_items(TransactItems=[item for _, item in items])
-        except self._db.exceptions.TransactionCanceledException as exc:
-            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
-            failed = tuple(
-                role
-                for (role, _), code in zip(items, reasons, strict=False)
-                if code == "ConditionalCheckFailed"
-            )
-            if failed:
-                raise ConflictError(f"condition failed on {', '.join(failed)}", failed) from exc
-            raise
+        """Write (role, item) pairs atomically; a failed condition names the roles.
+
+        A conflict with a concurrent transaction on a shared item (the counters) is not a
+        lost race: it is retried with jittered backoff.
+        """
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._db.transact_write_items(TransactItems=[item for _, item in items])
+                return
+            except self._db.exceptions.TransactionCanceledException as exc:
+                reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+                failed = tuple(
+                    role
+                    for (role, _), code in zip(items, reasons, strict=False)
+                    if code == "ConditionalCheckFailed"
+                )
+                if failed:
+                    raise ConflictError(f"condition failed on {', '.join(failed)}", failed) from exc
+                if "TransactionConflict" not in reasons or attempt == TRANSACTION_ATTEMPTS - 1:
+                    raise
+            time.sleep(random.uniform(0, 0.02 * 2**attempt))
 
     @staticmethod
     def _record(item: dict[str, Any]) -> TaskRecord:
@@ -561,14 +587,27 @@ class DynamoDBTaskStore:
     def count_tasks(self, query: ListQuery) -> int:
         """Exact count: maintained counters, or a COUNT query on the index range."""
         if query.status_after is None:
-            sk = "C" if query.context_id is None else f"C#{query.context_id}"
-            item = self._db.get_item(
-                TableName=self._table,
-                Key={"pk": _s(f"O#{query.owner}"), "sk": _s(sk)},
-                ConsistentRead=True,
-            ).get("Item", {})
             name = "all" if query.state is None else _state_counter(query.state)
-            return max(0, int(item.get(name, {"N": "0"})["N"]))
+            if query.context_id is not None:
+                item = self._db.get_item(
+                    TableName=self._table,
+                    Key={
+                        "pk": _s(f"O#{query.owner}"),
+                        "sk": _s(f"{CONTEXT_COUNTER_PREFIX}{query.context_id}"),
+                    },
+                    ConsistentRead=True,
+                ).get("Item", {})
+                shards = [item]
+            else:
+                shards = self._query_all(
+                    KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
+                    ExpressionAttributeValues={
+                        ":pk": _s(f"O#{query.owner}"),
+                        ":n": _s(OWNER_SHARD_PREFIX),
+                    },
+                    ConsistentRead=True,
+                )
+            return max(0, sum(int(i.get(name, {"N": "0"})["N"]) for i in shards))
         kwargs = self._list_kwargs(query)
         total = 0
         while True:

@@ -1,0 +1,283 @@
+"""E2E fixtures: one real `scripts/dev` process for the whole session, and HTTP clients whose
+every response body is strictly checked with `tests.wire.check_response`.
+
+The server is started exactly as a user starts it (`scripts/dev --port N`) and stopped with
+SIGINT (Ctrl-C) at the end of the session; a non-zero exit or a hang fails the session.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import Client, ClientConfig, create_client
+
+from tests import wire
+
+ROOT = Path(__file__).resolve().parents[2]
+DEV_SCRIPT = ROOT / "scripts" / "dev"
+CARD_PATH = "/.well-known/agent-card.json"
+STARTUP_TIMEOUT_SECONDS = 60.0
+SHUTDOWN_TIMEOUT_SECONDS = 10.0
+LOCAL_PRINCIPAL_HEADER = "X-Local-Principal"
+COVERAGE_TEST = "test_every_operation_was_strictly_checked"
+
+
+@dataclass
+class Seen:
+    """One response the suite saw and checked."""
+
+    source: str  # "sdk" (a2a-sdk client) or "raw" (the suite's own httpx requests)
+    method: str
+    path: str
+    status: int
+
+
+# Every response any e2e client received, and every strict-check failure (kept even if some
+# caller swallowed the exception raised by the hook).
+SEEN: list[Seen] = []
+CHECK_FAILURES: list[str] = []
+
+
+def operation(method: str, path: str) -> str:
+    """The A2A operation (or route family) a request addressed."""
+    path = path.split("?")[0]
+    if path == CARD_PATH:
+        return "GetAgentCard"
+    if method == "POST" and path == "/message:send":
+        return "SendMessage"
+    if method == "POST" and path == "/message:stream":
+        return "SendStreamingMessage"
+    if method == "GET" and path == "/tasks":
+        return "ListTasks"
+    if path.startswith("/tasks/") and "/pushNotificationConfigs" in path:
+        return "PushNotificationConfig"
+    if method == "GET" and path.startswith("/tasks/"):
+        return "GetTask"
+    if method == "POST" and path.startswith("/tasks/") and path.endswith(":cancel"):
+        return "CancelTask"
+    if method == "POST" and path.startswith("/tasks/") and path.endswith(":subscribe"):
+        return "SubscribeToTask"
+    return "Other"
+
+
+def _check(source: str, response: httpx.Response) -> None:
+    request = response.request
+    path = request.url.path
+    SEEN.append(Seen(source, request.method, path, response.status_code))
+    try:
+        wire.check_response(request.method, path, response.status_code, response.content)
+    except Exception as exc:
+        CHECK_FAILURES.append(
+            f"{source} {request.method} {request.url} -> {response.status_code}: {exc!r} "
+            f"body={response.content[:500]!r}"
+        )
+        raise
+
+
+def _headers(principal: str | None, version: str | None) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    if version is not None:
+        headers["A2A-Version"] = version
+    if principal is not None:
+        headers[LOCAL_PRINCIPAL_HEADER] = principal
+    return headers
+
+
+def checked_client(
+    base_url: str,
+    *,
+    principal: str | None = None,
+    version: str | None = "1.0",
+    source: str = "raw",
+    transport: httpx.BaseTransport | None = None,
+) -> httpx.Client:
+    """A sync httpx client whose every response is read and strictly checked."""
+
+    def hook(response: httpx.Response) -> None:
+        response.read()
+        _check(source, response)
+
+    return httpx.Client(
+        base_url=base_url,
+        headers=_headers(principal, version),
+        event_hooks={"response": [hook]},
+        timeout=60.0,
+        transport=transport,
+    )
+
+
+def checked_async_client(
+    base_url: str | None = None,
+    *,
+    principal: str | None = None,
+    version: str | None = "1.0",
+    source: str = "raw",
+) -> httpx.AsyncClient:
+    """An async httpx client whose every response is read and strictly checked."""
+
+    async def hook(response: httpx.Response) -> None:
+        await response.aread()
+        _check(source, response)
+
+    kwargs: dict[str, Any] = {"base_url": base_url} if base_url else {}
+    return httpx.AsyncClient(
+        headers=_headers(principal, version),
+        event_hooks={"response": [hook]},
+        timeout=60.0,
+        **kwargs,
+    )
+
+
+# -- the dev server --------------------------------------------------------------------------
+
+
+@dataclass
+class DevServer:
+    base_url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("dev-server") / "dev.log"
+    base_url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(DEV_SCRIPT), "--port", str(port)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
+    server = DevServer(base_url, process, log_path)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+    with checked_client(base_url, version=None) as probe:
+        while True:
+            if process.poll() is not None:
+                pytest.fail(
+                    f"scripts/dev exited with {process.returncode} before serving:\n"
+                    + server.output()
+                )
+            try:
+                if probe.get(CARD_PATH, timeout=2.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                process.kill()
+                process.wait()
+                pytest.fail(
+                    f"scripts/dev did not answer GET {CARD_PATH} within "
+                    f"{STARTUP_TIMEOUT_SECONDS:.0f} s:\n" + server.output()
+                )
+            time.sleep(0.2)
+    yield server
+    # Ctrl-C: the process must stop by itself, cleanly, promptly.
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    try:
+        code = process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        pytest.fail(
+            f"scripts/dev did not exit within {SHUTDOWN_TIMEOUT_SECONDS:.0f} s of SIGINT:\n"
+            + server.output()
+        )
+    stopped_in = time.monotonic() - started
+    assert code == 0, f"scripts/dev exited {code} on SIGINT:\n{server.output()}"
+    print(f"\nscripts/dev stopped on SIGINT in {stopped_in:.1f} s")
+    assert "local stack stopped" in server.output(), server.output()
+
+
+@pytest.fixture
+def base_url(dev_server: DevServer) -> str:
+    return dev_server.base_url
+
+
+def new_principal(prefix: str = "user") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def raw(base_url: str) -> Iterator[Callable[..., httpx.Client]]:
+    """Factory of checked sync clients: raw(principal=..., version=...)."""
+    clients: list[httpx.Client] = []
+
+    def make(principal: str | None = None, version: str | None = "1.0") -> httpx.Client:
+        client = checked_client(base_url, principal=principal, version=version)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def http(raw: Callable[..., httpx.Client]) -> httpx.Client:
+    """A checked sync client with A2A-Version: 1.0 and a principal of its own."""
+    return raw(principal=new_principal())
+
+
+@dataclass
+class Agent:
+    """An a2a-sdk client (HTTP+JSON) for one fresh principal, plus a raw client for it."""
+
+    client: Client
+    principal: str
+    raw: httpx.AsyncClient
+    base_url: str
+
+
+@pytest.fixture
+async def agent(base_url: str) -> AsyncIterator[Agent]:
+    principal = new_principal("sdk")
+    # No A2A-Version header of ours: the SDK adds its own.
+    sdk_http = checked_async_client(principal=principal, version=None, source="sdk")
+    client = await create_client(
+        base_url,
+        client_config=ClientConfig(
+            httpx_client=sdk_http,
+            streaming=False,
+            supported_protocol_bindings=["HTTP+JSON"],
+        ),
+    )
+    raw_http = checked_async_client(base_url, principal=principal)
+    try:
+        yield Agent(client, principal, raw_http, base_url)
+    finally:
+        await client.close()
+        await sdk_http.aclose()
+        await raw_http.aclose()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The closing coverage test runs after every other test."""
+    last = [item for item in items if item.name == COVERAGE_TEST]
+    rest = [item for item in items if item.name != COVERAGE_TEST]
+    items[:] = rest + last

@@ -1,0 +1,57 @@
+"""Flows used by the integration suite (selected with the template's `Flow` parameter)."""
+
+from __future__ import annotations
+
+import threading
+
+from a2a_serverless.flows import Outcome, StepContext
+from a2a_serverless.models import Part
+
+# About 1 MB of UTF-8 text: mixed-width characters, quotes and newlines, ending in a long run
+# of 4-byte characters (the worst case for a chunker that counts characters).
+_LINE = 'The quick brown fox — «jumps» over the "lazy" dog; naïve café, 東京.\n'
+BIG_TEXT = _LINE * (640_000 // len(_LINE.encode())) + "🦊" * 90_000
+assert 990_000 < len(BIG_TEXT.encode()) < 1_010_000
+
+# A structured (data) part of ~420 KB of UTF-8 but only ~140 K characters.
+WIDE_DATA = {"text": "東" * 140_000}
+
+
+def big(ctx: StepContext) -> Outcome:
+    """One 1 MB text artifact in a single emit; `[data]` emits WIDE_DATA as a data part."""
+    if "[data]" in ctx.text:
+        ctx.artifact([Part(data=WIDE_DATA)], artifact_id="wide", name="wide", last_chunk=True)
+    else:
+        ctx.artifact(BIG_TEXT, artifact_id="big", name="big", last_chunk=True)
+    return Outcome.completed()
+
+
+class Gates:
+    """The test holds the gated flow at fixed points to look at the table in between."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.emit = threading.Event()
+        self.emitted = threading.Event()
+        self.finish = threading.Event()
+
+
+GATES = Gates()
+GATED_CHUNKS = 5
+
+
+def gated(ctx: StepContext) -> Outcome:
+    """started -> (wait emit) -> GATED_CHUNKS artifact chunks -> emitted -> (wait finish)."""
+    GATES.started.set()
+    GATES.emit.wait(20)
+    for index in range(GATED_CHUNKS):
+        ctx.artifact(
+            f"chunk {index}; ",
+            artifact_id="out",
+            name="out",
+            append=index > 0,
+            last_chunk=index == GATED_CHUNKS - 1,
+        )
+    GATES.emitted.set()
+    GATES.finish.wait(20)
+    return Outcome.completed("gated flow done")

@@ -1,0 +1,437 @@
+"""Driving the real handlers the way AWS does, against the in-process moto stack.
+
+- Mangum functions get API Gateway REST (v1) proxy events from `events/` and answer with
+  proxy results (decoded here as API Gateway would decode them).
+- Web Adapter functions (SendMessage, Stream) get what the Lambda Web Adapter makes of the
+  same events: an HTTP request with API Gateway's requestContext in `x-amzn-request-context`.
+- Every response body goes through `tests.wire.check_response`.
+- DynamoDB calls are counted with a botocore `before-call` hook on the store's client,
+  attributed to the operation being measured through a context variable (threads started by
+  moto's Step Functions interpreter have no context: their calls are the worker's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import contextvars
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import boto3
+import httpx
+
+from a2a_serverless import wiring
+from a2a_serverless.local.stack import REGION, LocalStack
+from tests.wire import check_response
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+SAMPLE_TASK_ID = "3f0c9a8e-5b1d-4c2e-9f7a-1b2c3d4e5f60"
+SAMPLE_CONTEXT_ID = "b7e2d4a1-9c3f-4e8a-8d6b-2f1a0c9e7d35"
+TERMINAL = {
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_REJECTED",
+}
+SETTLED = TERMINAL | {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
+
+
+# -- events ---------------------------------------------------------------------------------
+
+
+def load_event(
+    name: str,
+    *,
+    task_id: str | None = None,
+    principal: str | None = "alice",
+    query: dict[str, str] | None = None,
+    body: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An event file with the task id substituted (and principal/query/body replaced)."""
+    text = (EVENTS / name).read_text()
+    if task_id is not None:
+        text = text.replace(SAMPLE_TASK_ID, task_id)
+    event = json.loads(text)
+    context = event.get("requestContext")
+    if isinstance(context, dict):
+        context["requestId"] = str(uuid.uuid4())
+        if principal is None:
+            context.pop("authorizer", None)
+        elif "authorizer" in context:
+            context["authorizer"]["principalId"] = principal
+    if query is not None:
+        event["queryStringParameters"] = dict(query) or None
+        event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} or None
+    if body is not None:
+        event["body"] = json.dumps(body)
+    return event
+
+
+class LambdaContext:
+    def __init__(self, name: str) -> None:
+        self.function_name = name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:123456789012:function:{name}"
+        self.memory_limit_in_mb = 512
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{name}"
+        self.log_stream_name = "2025/11/25/[$LATEST]0123456789abcdef"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+@dataclass
+class Resp:
+    status: int
+    body: bytes
+    checked: Any  # the strictly parsed proto, or the google.rpc.Status error dict
+    raw: dict[str, Any] | None = None  # the Lambda proxy result (Mangum functions)
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def reason(self) -> str | None:
+        for detail in self.json.get("error", {}).get("details", []):
+            if detail["@type"].endswith("ErrorInfo"):
+                return detail["reason"]
+        return None
+
+    @property
+    def task(self) -> dict[str, Any]:
+        data = self.json
+        return data.get("task", data)
+
+
+def _wire_path(event: dict[str, Any]) -> str:
+    query = event.get("queryStringParameters") or {}
+    return event["path"] + ("?" + urlencode(query) if query else "")
+
+
+def invoke_mangum(handler: Callable[..., Any], event: dict[str, Any]) -> Resp:
+    """Invoke a Mangum function handler (in any thread) and check its response body."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        result = handler(event, LambdaContext("fn"))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    body = result.get("body") or ""
+    raw_body = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
+    checked = check_response(event["httpMethod"], _wire_path(event), result["statusCode"], raw_body)
+    return Resp(result["statusCode"], raw_body, checked, result)
+
+
+def invoke_web_adapter(app: Any, event: dict[str, Any]) -> Resp:
+    """What the Lambda Web Adapter does with a REST proxy event: an HTTP request to the
+    app, API Gateway's requestContext passed in `x-amzn-request-context`."""
+    headers = {k: v[-1] for k, v in (event.get("multiValueHeaders") or {}).items()}
+    headers.update(event.get("headers") or {})
+    headers["x-amzn-request-context"] = json.dumps(event["requestContext"])
+    query = event.get("multiValueQueryStringParameters") or {}
+    params = [(k, v) for k, values in query.items() for v in values]
+    body = event.get("body") or ""
+    content = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
+
+    async def call() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as c:
+            return await c.request(
+                event["httpMethod"],
+                event["path"],
+                params=params,
+                headers=headers,
+                content=content,
+                timeout=60,
+            )
+
+    response = asyncio.run(call())
+    checked = check_response(
+        event["httpMethod"], _wire_path(event), response.status_code, response.content
+    )
+    return Resp(response.status_code, response.content, checked)
+
+
+# -- A2A client over the real handlers ----------------------------------------------------
+
+
+def user_message(
+    text: str,
+    *,
+    message_id: str | None = None,
+    task_id: str | None = None,
+    context_id: str | None = None,
+) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "messageId": message_id or str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    if task_id:
+        message["taskId"] = task_id
+    if context_id:
+        message["contextId"] = context_id
+    return message
+
+
+@contextlib.contextmanager
+def _labelled(operation: str) -> Iterator[None]:
+    """Client calls not inside a `measure` block still count as the client's, not the worker's."""
+    if _MEASURING.get() is not None:
+        yield
+        return
+    token = _MEASURING.set(f"client {operation}")
+    try:
+        yield
+    finally:
+        _MEASURING.reset(token)
+
+
+class A2A:
+    """The operations, each through its function's real entry point, as one principal."""
+
+    def __init__(self, stack: LocalStack, principal: str = "alice") -> None:
+        self.stack = stack
+        self.principal = principal
+
+    def as_(self, principal: str) -> A2A:
+        return A2A(self.stack, principal)
+
+    def send(
+        self,
+        text: str,
+        *,
+        blocking: bool = True,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        message_id: str | None = None,
+    ) -> Resp:
+        message = user_message(text, message_id=message_id, task_id=task_id, context_id=context_id)
+        return self.send_message(message, blocking=blocking)
+
+    def send_message(self, message: dict[str, Any], *, blocking: bool = True) -> Resp:
+        body = {"message": message, "configuration": {"returnImmediately": not blocking}}
+        event = load_event("send_message.json", principal=self.principal, body=body)
+        with _labelled("send"):
+            return invoke_web_adapter(self.stack.app_for("SendMessageFunction"), event)
+
+    def get(self, task_id: str, history_length: int | None = None) -> Resp:
+        query = {"historyLength": str(history_length)} if history_length is not None else None
+        event = load_event("get_task.json", task_id=task_id, principal=self.principal, query=query)
+        with _labelled("get"):
+            return invoke_mangum(self.stack.handler_for("GetTaskFunction"), event)
+
+    def list(self, **query: Any) -> Resp:
+        params = {k: str(v) for k, v in query.items() if v is not None}
+        event = load_event("list_tasks.json", principal=self.principal, query=params)
+        with _labelled("list"):
+            return invoke_mangum(self.stack.handler_for("ListTasksFunction"), event)
+
+    def cancel(self, task_id: str) -> Resp:
+        event = load_event("cancel_task.json", task_id=task_id, principal=self.principal)
+        with _labelled("cancel"):
+            return invoke_web_adapter(self.stack.app_for("StreamFunction"), event)
+
+    def list_all(self, page_size: int = 50, **query: Any) -> tuple[list[dict[str, Any]], int]:
+        """Every page of a listing: (tasks in order, totalSize of the first page)."""
+        tasks: list[dict[str, Any]] = []
+        token = None
+        total = None
+        for _ in range(1000):
+            response = self.list(pageSize=page_size, pageToken=token, **query)
+            assert response.status == 200, response.body
+            page = response.json
+            assert page["pageSize"] == page_size
+            total = page.get("totalSize", 0) if total is None else total
+            assert page.get("totalSize", 0) == total, "totalSize changed between pages"
+            tasks.extend(page.get("tasks", []))
+            token = page.get("nextPageToken")
+            if not token:
+                return tasks, total
+        raise AssertionError("pagination does not end")
+
+
+def invoke_worker(stack: LocalStack, event: dict[str, Any]) -> dict[str, Any]:
+    return stack.handler_for("FlowWorkerFunction")(event, LambdaContext("FlowWorkerFunction"))
+
+
+# -- waiting ----------------------------------------------------------------------------------
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        time.sleep(interval)
+
+
+def wait_state(client: A2A, task_id: str, states: set[str], timeout: float = 20.0) -> dict:
+    def settled() -> dict | None:
+        task = client.get(task_id).json
+        return task if task["status"]["state"] in states else None
+
+    return wait_for(settled, timeout)
+
+
+def sfn() -> Any:
+    return boto3.client("stepfunctions", region_name=REGION)
+
+
+def executions(stack: LocalStack) -> list[dict[str, Any]]:
+    pages = sfn().get_paginator("list_executions")
+    arn = stack.env["STATE_MACHINE_ARN"]
+    return [e for page in pages.paginate(stateMachineArn=arn) for e in page["executions"]]
+
+
+def wait_idle(stack: LocalStack, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Until no execution of the flow state machine is RUNNING."""
+
+    def idle() -> tuple[list[dict[str, Any]]] | None:
+        found = executions(stack)
+        return (found,) if all(e["status"] != "RUNNING" for e in found) else None
+
+    return wait_for(idle, timeout, interval=0.05)[0]
+
+
+# -- the table, read directly -------------------------------------------------------------
+
+
+def ddb() -> Any:
+    return boto3.client("dynamodb", region_name=REGION)
+
+
+def table(stack: LocalStack) -> str:
+    return stack.env["TABLE_NAME"]
+
+
+def partition(stack: LocalStack, task_id: str) -> list[dict[str, Any]]:
+    pages = ddb().get_paginator("query")
+    return [
+        item
+        for page in pages.paginate(
+            TableName=table(stack),
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"T#{task_id}"}},
+            ConsistentRead=True,
+        )
+        for item in page["Items"]
+    ]
+
+
+def scan(stack: LocalStack) -> list[dict[str, Any]]:
+    pages = ddb().get_paginator("scan")
+    return [item for page in pages.paginate(TableName=table(stack)) for item in page["Items"]]
+
+
+def header(stack: LocalStack, task_id: str) -> dict[str, Any]:
+    return ddb().get_item(
+        TableName=table(stack),
+        Key={"pk": {"S": f"T#{task_id}"}, "sk": {"S": "H"}},
+        ConsistentRead=True,
+    )["Item"]
+
+
+def event_log(stack: LocalStack, task_id: str) -> list[tuple[int, dict[str, Any]]]:
+    """(seq, StreamResponse JSON) for every `E#` item of the task, in key order."""
+    items = [i for i in partition(stack, task_id) if i["sk"]["S"].startswith("E#")]
+    log = []
+    for item in items:
+        seq = int(item["seq"]["N"])
+        assert item["sk"]["S"] == f"E#{seq:010d}", item["sk"]
+        log.append((seq, json.loads(item["ev"]["S"])))
+    return log
+
+
+def status_states(log: list[tuple[int, dict[str, Any]]]) -> list[str]:
+    return [ev["statusUpdate"]["status"]["state"] for _, ev in log if "statusUpdate" in ev]
+
+
+def assert_log_consistent(stack: LocalStack, task_id: str) -> list[tuple[int, dict[str, Any]]]:
+    """Contiguous seqs 1..N, at most one terminal status, header state = last status."""
+    log = event_log(stack, task_id)
+    seqs = [seq for seq, _ in log]
+    assert seqs == list(range(1, len(seqs) + 1)), f"gaps in the event log of {task_id}: {seqs}"
+    states = status_states(log)
+    terminal = [s for s in states if s in TERMINAL]
+    assert len(terminal) <= 1, f"{task_id}: several terminal status events {states}"
+    if terminal:
+        assert states[-1] == terminal[0], f"{task_id}: status after the terminal one {states}"
+    head = header(stack, task_id)
+    assert head["state"]["S"] == states[-1], (task_id, head["state"]["S"], states)
+    assert int(head["statusSeq"]["N"]) <= seqs[-1]
+    return log
+
+
+def item_size(item: dict[str, Any]) -> int:
+    """DynamoDB's item size: attribute names plus values (UTF-8 strings, numbers ~ digits)."""
+
+    def value_size(value: dict[str, Any]) -> int:
+        ((kind, data),) = value.items()
+        if kind == "S":
+            return len(data.encode())
+        if kind == "N":
+            return len(data) // 2 + 1
+        if kind == "B":
+            return len(data)
+        if kind == "M":
+            return 3 + sum(len(k.encode()) + value_size(v) + 1 for k, v in data.items())
+        if kind == "L":
+            return 3 + sum(value_size(v) + 1 for v in data)
+        return 1
+
+    return sum(len(name.encode()) + value_size(value) for name, value in item.items())
+
+
+# -- counting DynamoDB calls --------------------------------------------------------------
+
+_MEASURING: contextvars.ContextVar[str | None] = contextvars.ContextVar("measuring", default=None)
+WORKER = "worker (Step Functions thread)"
+
+
+class CallCounter:
+    """Counts the store client's DynamoDB API calls per measured operation."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self._client = wiring.get_store()._db
+        self._client.meta.events.register("before-call.dynamodb", self._on_call)
+
+    def _on_call(self, model: Any = None, **_: Any) -> None:
+        self.calls.append((_MEASURING.get() or WORKER, model.name))
+
+    def close(self) -> None:
+        self._client.meta.events.unregister("before-call.dynamodb", self._on_call)
+
+    def of(self, label: str) -> Counter[str]:
+        return Counter(op for who, op in self.calls if who == label)
+
+    @contextlib.contextmanager
+    def measure(self, label: str) -> Iterator[Counter[str]]:
+        """Count the calls made on behalf of the block (any thread it hands work to)."""
+        result: Counter[str] = Counter()
+        token = _MEASURING.set(label)
+        try:
+            yield result
+        finally:
+            _MEASURING.reset(token)
+            result.update(self.of(label))
+
+    def reset_worker(self) -> None:
+        self.calls = [c for c in self.calls if c[0] != WORKER]

@@ -1,0 +1,119 @@
+"""DynamoDB call budgets per operation: cost regressions fail the build.
+
+Counted with a botocore `before-call` hook on the store's own client (nothing mocked). The
+table printed under `pytest -s` is the one in docs/budgets.md; keep both in step.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from a2a_serverless.local.stack import LocalStack
+from tests.integration.harness import (
+    A2A,
+    ROOT,
+    WORKER,
+    CallCounter,
+    wait_idle,
+    wait_state,
+)
+
+OPS = ("GetItem", "Query", "PutItem", "UpdateItem", "TransactWriteItems")
+
+# operation -> exact DynamoDB calls (k = artifact chunks of the step)
+EXPECTED: dict[str, dict[str, int]] = {
+    "SendMessage, new task, non-blocking": {"TransactWriteItems": 1},
+    "SendMessage, follow-up to input-required, non-blocking": {
+        "GetItem": 1,
+        "TransactWriteItems": 1,
+        "Query": 1,
+    },
+    "FlowWorker, one echo step, k=3 chunks": {
+        "Query": 1,
+        "TransactWriteItems": 2,
+        "PutItem": 3,
+    },
+    "GetTask": {"Query": 1},
+    "ListTasks (no includeArtifacts, no historyLength)": {"Query": 2},
+    "CancelTask (input-required task)": {"GetItem": 1, "Query": 2, "TransactWriteItems": 1},
+}
+
+
+def _row(name: str, calls: Counter[str]) -> str:
+    return (
+        f"| {name} | "
+        + " | ".join(str(calls.get(op, 0)) for op in OPS)
+        + f" | {sum(calls.values())} |"
+    )
+
+
+def table(measured: dict[str, Counter[str]]) -> str:
+    lines = [
+        "| operation | " + " | ".join(OPS) + " | total |",
+        "|---|" + "---|" * (len(OPS) + 1),
+    ]
+    lines += [_row(name, calls) for name, calls in measured.items()]
+    return "\n".join(lines)
+
+
+def _measure(stack: LocalStack) -> dict[str, Counter[str]]:
+    alice = A2A(stack, "alice")
+    counter = CallCounter()
+    measured: dict[str, Counter[str]] = {}
+    try:
+        with counter.measure("send") as calls:
+            sent = alice.send("a b c d e f g h", blocking=False)
+        measured["SendMessage, new task, non-blocking"] = calls
+        task_id = sent.task["id"]
+        done = wait_state(alice, task_id, {"TASK_STATE_COMPLETED"})
+        wait_idle(stack)
+        chunks = len(done["artifacts"][0]["parts"])
+        assert chunks == 3
+        measured["FlowWorker, one echo step, k=3 chunks"] = counter.of(WORKER)
+
+        with counter.measure("get") as calls:
+            assert alice.get(task_id).status == 200
+        measured["GetTask"] = calls
+        with counter.measure("list") as calls:
+            assert alice.list().json["totalSize"] == 1
+        measured["ListTasks (no includeArtifacts, no historyLength)"] = calls
+
+        asking = alice.send("more [input]").task["id"]
+        wait_idle(stack)
+        with counter.measure("follow") as calls:
+            assert alice.send("x", task_id=asking, blocking=False).status == 200
+        measured["SendMessage, follow-up to input-required, non-blocking"] = calls
+        wait_state(alice, asking, {"TASK_STATE_COMPLETED"})
+
+        to_cancel = alice.send("wait [input]").task["id"]
+        wait_idle(stack)
+        with counter.measure("cancel") as calls:
+            assert alice.cancel(to_cancel).status == 200
+        measured["CancelTask (input-required task)"] = calls
+    finally:
+        counter.close()
+    return {name: measured[name] for name in EXPECTED}
+
+
+def test_dynamodb_call_budgets(local_stack: LocalStack) -> None:
+    measured = _measure(local_stack)
+    rendered = table(measured)
+    print("\nDynamoDB calls per operation (measured)\n" + rendered)
+    assert {k: dict(v) for k, v in measured.items()} == EXPECTED
+    # The brief's ceilings, stated separately so a reader sees the headroom.
+    assert sum(measured["GetTask"].values()) <= 1
+    assert sum(measured["ListTasks (no includeArtifacts, no historyLength)"].values()) <= 2
+    assert sum(measured["CancelTask (input-required task)"].values()) <= 5
+    assert measured["SendMessage, new task, non-blocking"]["TransactWriteItems"] <= 1
+    docs = (ROOT / "docs" / "budgets.md").read_text()
+    for line in rendered.splitlines()[2:]:
+        assert line in docs, f"docs/budgets.md is out of date; measured row:\n{line}"
+
+
+def test_non_blocking_send_reads_nothing(local_stack: LocalStack) -> None:
+    alice = A2A(local_stack, "alice")
+    counter = CallCounter()
+    with counter.measure("send") as calls:
+        assert alice.send("hi", blocking=False).status == 200
+    counter.close()
+    assert dict(calls) == {"TransactWriteItems": 1}
