@@ -35,7 +35,16 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(262_144, ge=1024, description="Largest accepted request body.")
     poll_min_ms: int = Field(25, ge=1, description="Event-log poll interval while events flow.")
-    poll_max_ms: int = Field(500, ge=1, description="Event-log poll interval when idle.")
+    poll_max_ms: int = Field(1000, ge=1, description="Event-log poll interval when idle.")
+    stream_max_seconds: float = Field(
+        840.0,
+        gt=0,
+        description="Streams close cleanly after this long (below the function timeout); "
+        "clients resubscribe.",
+    )
+    stream_heartbeat_seconds: float = Field(
+        15.0, gt=0, description="SSE comment sent when a stream has been quiet this long."
+    )
     anonymous_principal: str = Field(
         "anonymous", description="Owner of tasks when no authenticated principal is present."
     )

@@ -8,6 +8,7 @@ from typing import Any
 from a2a_serverless.core.card import CardFactory
 from a2a_serverless.core.executor import StepFunctionsExecutor
 from a2a_serverless.core.service import A2AService, ModePolicy, WaitPolicy
+from a2a_serverless.core.tail import PollPolicy
 from a2a_serverless.flows.base import Flow, load_flow
 from a2a_serverless.settings import Settings, get_settings
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
@@ -47,8 +48,11 @@ def get_service() -> A2AService:
         modes=ModePolicy(input_modes=list(flow.input_modes), output_modes=list(flow.output_modes)),
         wait=WaitPolicy(
             max_wait_seconds=settings.blocking_max_wait_seconds,
-            poll_min_seconds=settings.poll_min_ms / 1000,
-            poll_max_seconds=settings.poll_max_ms / 1000,
+            poll=PollPolicy(
+                min_seconds=settings.poll_min_ms / 1000, max_seconds=settings.poll_max_ms / 1000
+            ),
+            stream_max_seconds=settings.stream_max_seconds,
+            heartbeat_seconds=settings.stream_heartbeat_seconds,
         ),
     )
 

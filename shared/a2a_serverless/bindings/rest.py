@@ -23,9 +23,10 @@ from a2a_serverless.bindings.http import (
     read_json_body,
     response_media_type,
 )
+from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.service import ListTasksParams
-from a2a_serverless.models import A2AModel, SendMessageRequest, parse_task_state
+from a2a_serverless.models import A2AModel, SendMessageRequest, StreamResponse, parse_task_state
 from a2a_serverless.wiring import get_card_factory, get_service
 
 logger = logging.getLogger(__name__)
@@ -218,14 +219,18 @@ def get_extended_agent_card(request: Request) -> Response:
 send_router = APIRouter()
 
 
+async def _send_request(request: Request) -> SendMessageRequest:
+    body = await read_json_body(request)
+    try:
+        return SendMessageRequest.model_validate(body)
+    except ValidationError as exc:
+        raise invalid_params_from(exc) from None
+
+
 @send_router.post("/message:send")
 async def send_message(request: Request) -> Response:
     _version(request)
-    body = await read_json_body(request)
-    try:
-        send_request = SendMessageRequest.model_validate(body)
-    except ValidationError as exc:
-        raise invalid_params_from(exc) from None
+    send_request = await _send_request(request)
     owner = principal(request)
     result = await run_in_threadpool(get_service().send_message, owner, send_request)
     return render(request, result)
@@ -315,23 +320,29 @@ async def task_action(request: Request, task_ref: str) -> Response:
         raise StarletteHTTPException(404)
     _version(request)
     await read_json_body(request, required=False)
+    service = get_service()
     if action == "subscribe":
-        raise errors.UnsupportedOperationError(
-            "Streaming is not supported by this agent (capabilities.streaming is false)"
-        )
-    task = await run_in_threadpool(get_service().cancel_task, principal(request), task_id)
+        # Errors (unknown task, terminal task) surface here, before any stream bytes.
+        start = await run_in_threadpool(service.subscribe, principal(request), task_id)
+        return sse_response(event_frames(service, start, _stream_payload))
+    task = await run_in_threadpool(service.cancel_task, principal(request), task_id)
     return render(request, task)
 
 
 stream_router = APIRouter()
 
 
+def _stream_payload(event: StreamResponse) -> dict[str, Any]:
+    return event.wire()
+
+
 @stream_router.post("/message:stream")
 async def send_streaming_message(request: Request) -> Response:
     _version(request)
-    raise errors.UnsupportedOperationError(
-        "Streaming is not supported by this agent (capabilities.streaming is false)"
-    )
+    send_request = await _send_request(request)
+    service = get_service()
+    start = await run_in_threadpool(service.open_message_stream, principal(request), send_request)
+    return sse_response(event_frames(service, start, _stream_payload))
 
 
 # -- Push notification configs (capability off) --------------------------------------------

@@ -22,6 +22,7 @@ from a2a_serverless.core.errors import (
     invalid_field,
 )
 from a2a_serverless.core.executor import Executor, execution_name
+from a2a_serverless.core.tail import LogTail, PollPolicy, settles
 from a2a_serverless.core.tasklog import StateMoved, status_event, transition
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
@@ -32,27 +33,35 @@ from a2a_serverless.models import (
     SendMessageConfiguration,
     SendMessageRequest,
     SendMessageResponse,
+    StreamResponse,
     Task,
     TaskState,
     TaskStatus,
     utcnow,
 )
-from a2a_serverless.store import ConflictError, Dedupe, ListQuery, TaskRecord, TaskStore
+from a2a_serverless.store import (
+    ConflictError,
+    Dedupe,
+    ListQuery,
+    TaskRecord,
+    TaskSnapshot,
+    TaskStore,
+)
 
 MAX_ID_LENGTH = 256
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
-SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 _RETRY = -1  # seq marker: this send is a retry of an earlier one
 
 
 @dataclass(frozen=True)
 class WaitPolicy:
-    """How blocking calls tail the event log."""
+    """How blocking calls and streams tail the event log."""
 
     max_wait_seconds: float = 120.0
-    poll_min_seconds: float = 0.025
-    poll_max_seconds: float = 0.5
+    poll: PollPolicy = field(default_factory=PollPolicy)
+    stream_max_seconds: float = 840.0
+    heartbeat_seconds: float = 15.0
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,17 @@ def decode_cursor(token: str) -> dict[str, str]:
     ):
         raise invalid_field("pageToken", "is not a token issued by this server")
     return cursor
+
+
+@dataclass(frozen=True)
+class StreamStart:
+    """Where a stream begins: its first event (a Task as of `after_seq`) and whether the log
+    should be tailed after it (not when the task is already terminal or interrupted)."""
+
+    first: StreamResponse
+    task_id: str
+    after_seq: int
+    open: bool
 
 
 @dataclass
@@ -323,23 +343,67 @@ class A2AService:
     def _wait_settled(self, task_id: str, after_seq: int) -> None:
         """Tail the event log until a terminal or interrupted status, or the wait limit."""
         deadline = time.monotonic() + self.wait.max_wait_seconds
-        interval = self.wait.poll_min_seconds
-        last = max(0, after_seq - 1)
+        tail = LogTail(self.store, task_id, max(0, after_seq - 1), self.wait.poll)
         while True:
-            events = self.store.read_events(task_id, last)
-            if events:
-                last = events[-1][0]
-                interval = self.wait.poll_min_seconds
-                for _, event in events:
-                    update = event.status_update
-                    if update is not None and update.status.state in SETTLED_STATES:
-                        return
-                continue
+            if any(settles(event) for event in tail.poll()):
+                return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            time.sleep(min(interval, remaining))
-            interval = min(interval * 2, self.wait.poll_max_seconds)
+            time.sleep(min(tail.interval, remaining))
+
+    # -- SendStreamingMessage / SubscribeToTask ----------------------------------------------
+
+    def open_message_stream(self, owner: str, request: SendMessageRequest) -> StreamStart:
+        """Accept a message like SendMessage (never blocking) and say where its stream starts.
+
+        The first event is the task as of seq S; the stream continues with the log after S.
+        """
+        message = request.message
+        config = request.configuration or SendMessageConfiguration()
+        self._validate_send(message, config)
+        dedupe = Dedupe(owner, message.message_id, content_hash(message))
+        if not message.task_id:
+            created = self._create_task(owner, message, dedupe, request)
+            if created.seq != _RETRY:
+                return StreamStart(
+                    StreamResponse(task=created.view(config.history_length)),
+                    created.record.task_id,
+                    created.seq,
+                    open=True,
+                )
+            task_id = created.record.task_id
+        else:
+            task_id, _ = self._continue_task(owner, message, dedupe)
+        return self._snapshot_start(owner, task_id, config.history_length)
+
+    def subscribe(self, owner: str, task_id: str) -> StreamStart:
+        start = self._snapshot_start(owner, task_id, None)
+        task = start.first.task
+        if task is not None and task.status.state in TERMINAL_STATES:
+            raise UnsupportedOperationError(
+                f"Task {task_id} is {task.status.state.value}, a terminal state; there is "
+                "nothing to subscribe to. Use GetTask to read it.",
+                taskId=task_id,
+            )
+        return start
+
+    def _snapshot_start(self, owner: str, task_id: str, history_length: int | None) -> StreamStart:
+        if not task_id or len(task_id) > MAX_ID_LENGTH:
+            raise TaskNotFoundError(taskId=task_id[:MAX_ID_LENGTH] or None)
+        snapshot = self.store.get_snapshot(task_id, history_length)
+        if snapshot is None or snapshot.record.owner != owner:
+            raise TaskNotFoundError(taskId=task_id)
+        task = self._task_from(snapshot)
+        return StreamStart(
+            StreamResponse(task=task),
+            task_id,
+            snapshot.seq,
+            open=task.status.state not in (TERMINAL_STATES | INTERRUPTED_STATES),
+        )
+
+    def tail(self, start: StreamStart) -> LogTail:
+        return LogTail(self.store, start.task_id, start.after_seq, self.wait.poll)
 
     # -- GetTask / ListTasks / CancelTask ----------------------------------------------------
 
@@ -359,6 +423,10 @@ class A2AService:
         snapshot = self.store.get_snapshot(task_id, history_length)
         if snapshot is None or snapshot.record.owner != owner:
             raise TaskNotFoundError(taskId=task_id)
+        return self._task_from(snapshot)
+
+    @staticmethod
+    def _task_from(snapshot: TaskSnapshot) -> Task:
         record = snapshot.record
         return Task(
             id=record.task_id,

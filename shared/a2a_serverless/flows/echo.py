@@ -25,6 +25,13 @@ MAX_SLOW_SECONDS = 600.0
 MAX_STEPS = 50
 
 
+def _slices(text: str, count: int) -> list[str]:
+    """Split into `count` nearly equal character runs (for slow replies worth watching)."""
+    count = max(1, min(count, len(text)))
+    size = -(-len(text) // count)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
 def _chunks(text: str, count: int) -> list[str]:
     """Split into at most `count` pieces at word boundaries, keeping every character."""
     words = re.findall(r"\S+\s*", text) or [text]
@@ -86,7 +93,9 @@ class EchoFlow(Flow):
     def _echo(self, ctx: StepContext, text: str) -> Outcome:
         slow = _SLOW.search(text)
         delay_total = min(MAX_SLOW_SECONDS, float(slow.group(1))) if slow else 0.0
-        pieces = _chunks(f"Echo: {text}", 4 if not slow else max(4, int(delay_total * 2)))
+        reply = f"Echo: {text}"
+        # Slow replies send about two chunks a second, so watchers see them arrive.
+        pieces = _slices(reply, max(4, int(delay_total * 2))) if slow else _chunks(reply, 4)
         for index, piece in enumerate(pieces):
             if delay_total:
                 time.sleep(delay_total / len(pieces))

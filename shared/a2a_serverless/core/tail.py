@@ -1,0 +1,53 @@
+"""Tailing a task's event log: the one mechanism behind blocking sends and every stream.
+
+Readers start after a known seq (the seq a snapshot was folded at), so nothing between the
+snapshot and the tail is lost or repeated. Polling is adaptive: `min` while events flow,
+growing by half per empty read up to `max` while idle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from a2a_serverless.models import INTERRUPTED_STATES, TERMINAL_STATES, StreamResponse
+from a2a_serverless.store import TaskStore
+
+SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    min_seconds: float = 0.025
+    max_seconds: float = 1.0
+    growth: float = 1.5
+
+
+def settles(event: StreamResponse) -> bool:
+    """A status update that ends a stream (terminal or interrupted state)."""
+    update = event.status_update
+    return update is not None and update.status.state in SETTLED_STATES
+
+
+class LogTail:
+    """Reads a task's events after `after_seq`, in order, each once."""
+
+    def __init__(
+        self, store: TaskStore, task_id: str, after_seq: int, policy: PollPolicy | None = None
+    ) -> None:
+        self.store = store
+        self.task_id = task_id
+        self.seq = after_seq
+        self.policy = policy or PollPolicy()
+        self.interval = self.policy.min_seconds
+        self.reads = 0
+
+    def poll(self) -> list[StreamResponse]:
+        """One read of the log; the next interval adapts to what it found."""
+        self.reads += 1
+        found = self.store.read_events(self.task_id, self.seq)
+        if found:
+            self.seq = found[-1][0]
+            self.interval = self.policy.min_seconds
+        else:
+            self.interval = min(self.interval * self.policy.growth, self.policy.max_seconds)
+        return [event for _, event in found]
