@@ -1,6 +1,8 @@
-"""StreamFunction: POST /message:stream, POST /tasks/{id} (:cancel, :subscribe), under the
-Lambda Web Adapter (response streaming). `run.sh` starts it."""
+"""StreamFunction: POST /message:stream, POST /tasks/{id} (:cancel, :subscribe) and the
+JSON-RPC bindings on POST / (1.0 and 0.3), under the Lambda Web Adapter (response
+streaming). `run.sh` starts it."""
 
+from a2a_serverless.bindings.jsonrpc import jsonrpc_router
 from a2a_serverless.bindings.rest import create_app, stream_router, task_action_router
 
-app = create_app(stream_router, task_action_router)
+app = create_app(stream_router, task_action_router, jsonrpc_router)

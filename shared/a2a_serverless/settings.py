@@ -28,6 +28,11 @@ class Settings(BaseSettings):
     public_base_url: str = Field(
         "", description="Base URL written into the Agent Card; derived from the request if empty."
     )
+    agent_card_v03_fields: bool = Field(
+        False,
+        description="Add the deprecated 0.3 top-level card fields (url, preferredTransport, "
+        "protocolVersion) for 0.3-only clients; off keeps the card strictly 1.0.",
+    )
     agent_card_max_age: int = Field(300, ge=0, description="Cache-Control max-age of the card.")
     retention_days: int = Field(30, ge=1, description="Days before task items expire (TTL).")
     blocking_max_wait_seconds: float = Field(

@@ -1,12 +1,15 @@
 """E2E fixtures: one real `scripts/dev` process for the whole session, and HTTP clients whose
-every response body is strictly checked with `tests.wire.check_response`.
+every response body is strictly checked with `tests.wire.check_response` (JSON bodies) or
+`tests.wire.check_sse_frames` (`text/event-stream` bodies).
 
 The server is started exactly as a user starts it (`scripts/dev --port N`) and stopped with
 SIGINT (Ctrl-C) at the end of the session; a non-zero exit or a hang fails the session.
+Modules that need other settings start their own server with `dev_server_running(...)`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -74,7 +77,7 @@ def operation(method: str, path: str) -> str:
 def _check(source: str, response: httpx.Response) -> None:
     request = response.request
     path = request.url.path
-    SEEN.append(Seen(source, request.method, path, response.status_code))
+    _seen(source, response)
     try:
         wire.check_response(request.method, path, response.status_code, response.content)
     except Exception as exc:
@@ -83,6 +86,87 @@ def _check(source: str, response: httpx.Response) -> None:
             f"body={response.content[:500]!r}"
         )
         raise
+
+
+# -- SSE bodies ------------------------------------------------------------------------------
+#
+# An event-stream body cannot be read in the response hook: the hook runs when the headers
+# arrive, and reading there would wait for the whole stream (minutes for a long task, and the
+# caller, e.g. the a2a-sdk client, would see every event only at the end; subscribe-then-cancel
+# tests would deadlock). So for `text/event-stream` responses the hook replaces the response's
+# byte stream with a tee: the caller reads the live stream exactly as before (same chunks, same
+# timing), the tee keeps a copy, and when the response is closed the copy is checked frame by
+# frame with `wire.check_sse_frames`. A stream read to its end must be complete; a stream the
+# caller dropped mid-way (a killed client) is checked up to its last complete frame. Failures
+# raise from the close (so the test fails) and are recorded in CHECK_FAILURES.
+
+
+class _SseTee:
+    def __init__(self, source: str, response: httpx.Response) -> None:
+        self.source = source
+        self.method = response.request.method
+        self.url = str(response.request.url)
+        self.path = response.request.url.path
+        self.buffer = bytearray()
+        self.complete = False
+        self.checked = False
+
+    def check(self) -> None:
+        if self.checked:
+            return
+        self.checked = True
+        try:
+            wire.check_sse_frames(
+                bytes(self.buffer), complete=self.complete, method=self.method, path=self.path
+            )
+        except Exception as exc:
+            CHECK_FAILURES.append(
+                f"{self.source} {self.method} {self.url} (SSE, complete={self.complete}): "
+                f"{exc!r} body={bytes(self.buffer)[:500]!r}"
+            )
+            raise
+
+
+class _TeeSyncStream(httpx.SyncByteStream):
+    def __init__(self, inner: Any, tee: _SseTee) -> None:
+        self.inner = inner
+        self.tee = tee
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            self.tee.buffer.extend(chunk)
+            yield chunk
+        self.tee.complete = True
+
+    def close(self) -> None:
+        self.inner.close()
+        self.tee.check()
+
+
+class _TeeAsyncStream(httpx.AsyncByteStream):
+    def __init__(self, inner: Any, tee: _SseTee) -> None:
+        self.inner = inner
+        self.tee = tee
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.inner:
+            self.tee.buffer.extend(chunk)
+            yield chunk
+        self.tee.complete = True
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+        self.tee.check()
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith(wire.EVENT_STREAM)
+
+
+def _seen(source: str, response: httpx.Response) -> None:
+    SEEN.append(
+        Seen(source, response.request.method, response.request.url.path, response.status_code)
+    )
 
 
 def _headers(principal: str | None, version: str | None) -> dict[str, str]:
@@ -105,6 +189,10 @@ def checked_client(
     """A sync httpx client whose every response is read and strictly checked."""
 
     def hook(response: httpx.Response) -> None:
+        if _is_event_stream(response):
+            _seen(source, response)
+            response.stream = _TeeSyncStream(response.stream, _SseTee(source, response))
+            return
         response.read()
         _check(source, response)
 
@@ -127,6 +215,10 @@ def checked_async_client(
     """An async httpx client whose every response is read and strictly checked."""
 
     async def hook(response: httpx.Response) -> None:
+        if _is_event_stream(response):
+            _seen(source, response)
+            response.stream = _TeeAsyncStream(response.stream, _SseTee(source, response))
+            return
         await response.aread()
         _check(source, response)
 
@@ -158,19 +250,23 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+@contextlib.contextmanager
+def dev_server_running(
+    log_dir: Path, *, args: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> Iterator[DevServer]:
+    """`scripts/dev --port N [args]` with extra environment, until SIGINT (which must stop it
+    cleanly and promptly)."""
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("dev-server") / "dev.log"
+    log_path = log_dir / "dev.log"
     base_url = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [str(DEV_SCRIPT), "--port", str(port)],
+            [str(DEV_SCRIPT), "--port", str(port), *args],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             start_new_session=True,
         )
     server = DevServer(base_url, process, log_path)
@@ -195,23 +291,32 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
                     f"{STARTUP_TIMEOUT_SECONDS:.0f} s:\n" + server.output()
                 )
             time.sleep(0.2)
-    yield server
-    # Ctrl-C: the process must stop by itself, cleanly, promptly.
-    process.send_signal(signal.SIGINT)
-    started = time.monotonic()
     try:
-        code = process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        pytest.fail(
-            f"scripts/dev did not exit within {SHUTDOWN_TIMEOUT_SECONDS:.0f} s of SIGINT:\n"
-            + server.output()
-        )
-    stopped_in = time.monotonic() - started
-    assert code == 0, f"scripts/dev exited {code} on SIGINT:\n{server.output()}"
-    print(f"\nscripts/dev stopped on SIGINT in {stopped_in:.1f} s")
-    assert "local stack stopped" in server.output(), server.output()
+        yield server
+    finally:
+        # Ctrl-C: the process must stop by itself, cleanly, promptly.
+        process.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        try:
+            code = process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            pytest.fail(
+                f"scripts/dev did not exit within {SHUTDOWN_TIMEOUT_SECONDS:.0f} s of SIGINT:\n"
+                + server.output()
+            )
+        stopped_in = time.monotonic() - started
+        assert code == 0, f"scripts/dev exited {code} on SIGINT:\n{server.output()}"
+        command = " ".join(("scripts/dev --port N", *args))
+        print(f"\n{command} stopped on SIGINT in {stopped_in:.1f} s")
+        assert "local stack stopped" in server.output(), server.output()
+
+
+@pytest.fixture(scope="session")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    with dev_server_running(tmp_path_factory.mktemp("dev-server")) as server:
+        yield server
 
 
 @pytest.fixture
@@ -254,16 +359,19 @@ class Agent:
     base_url: str
 
 
-@pytest.fixture
-async def agent(base_url: str) -> AsyncIterator[Agent]:
-    principal = new_principal("sdk")
+@contextlib.asynccontextmanager
+async def sdk_agent(
+    base_url: str, *, streaming: bool, principal: str | None = None
+) -> AsyncIterator[Agent]:
+    """An a2a-sdk client (HTTP+JSON) whose every response is strictly checked."""
+    principal = principal or new_principal("sdk")
     # No A2A-Version header of ours: the SDK adds its own.
     sdk_http = checked_async_client(principal=principal, version=None, source="sdk")
     client = await create_client(
         base_url,
         client_config=ClientConfig(
             httpx_client=sdk_http,
-            streaming=False,
+            streaming=streaming,
             supported_protocol_bindings=["HTTP+JSON"],
         ),
     )
@@ -274,6 +382,20 @@ async def agent(base_url: str) -> AsyncIterator[Agent]:
         await client.close()
         await sdk_http.aclose()
         await raw_http.aclose()
+
+
+@pytest.fixture
+async def agent(base_url: str) -> AsyncIterator[Agent]:
+    """Non-streaming a2a-sdk client (send_message is one request, one response)."""
+    async with sdk_agent(base_url, streaming=False) as made:
+        yield made
+
+
+@pytest.fixture
+async def streaming_agent(base_url: str) -> AsyncIterator[Agent]:
+    """Streaming a2a-sdk client: send_message uses /message:stream, subscribe works."""
+    async with sdk_agent(base_url, streaming=True) as made:
+        yield made
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

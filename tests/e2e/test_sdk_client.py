@@ -1,4 +1,5 @@
 """The official a2a-sdk client (HTTP+JSON binding, non-streaming) against the real dev server.
+(Its streaming mode is exercised in test_streaming.py.)
 
 Every test gets a fresh principal (X-Local-Principal), so counts and listings are exact.
 """
@@ -114,7 +115,7 @@ async def test_card_is_resolved_client_side(base_url: str) -> None:
         (i.protocol_binding, i.protocol_version, i.url) for i in card.supported_interfaces
     ]
     assert interfaces == [("HTTP+JSON", "1.0", base_url)]
-    assert card.capabilities.streaming is False
+    assert card.capabilities.streaming is True
     assert card.capabilities.push_notifications is False
     assert [skill.id for skill in card.skills] == ["echo"]
     assert "text/plain" in card.default_input_modes

@@ -335,8 +335,6 @@ def test_unknown_route_is_404(http: httpx.Client, method: str, path: str) -> Non
 @pytest.mark.parametrize(
     ("method", "path", "body", "reason"),
     [
-        ("POST", "/message:stream", message_body(), "UNSUPPORTED_OPERATION"),
-        ("POST", "/tasks/{id}:subscribe", None, "UNSUPPORTED_OPERATION"),
         (
             "POST",
             "/tasks/{id}/pushNotificationConfigs",

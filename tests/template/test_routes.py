@@ -29,6 +29,7 @@ ROUTES = {
     ("GET", "/tasks/{id}"): "GetTaskFunction",
     ("POST", "/message:stream"): "StreamFunction",
     ("POST", "/tasks/{id}"): "StreamFunction",
+    ("POST", "/"): "StreamFunction",
     ("POST", "/tasks/{id}/pushNotificationConfigs"): "PushConfigFunction",
     ("GET", "/tasks/{id}/pushNotificationConfigs"): "PushConfigFunction",
     ("GET", "/tasks/{id}/pushNotificationConfigs/{configId}"): "PushConfigFunction",
@@ -40,6 +41,7 @@ LONG_LIVED = {
     ("POST", "/message:send"),
     ("POST", "/message:stream"),
     ("POST", "/tasks/{id}"),
+    ("POST", "/"),
 }
 MODES = {route: STREAM if route in LONG_LIVED else BUFFERED for route in ROUTES}
 
@@ -94,7 +96,10 @@ def test_detector_catches_the_stream_value_trap(tmp_path: Path) -> None:
     # `STREAM` is the OpenAPI integration value; the SAM event property wants RESPONSE_STREAM.
     # SAM and cfn-lint accept the wrong one silently and deploy buffered routes.
     mutated = _mutated(
-        tmp_path, "ResponseTransferMode: RESPONSE_STREAM", "ResponseTransferMode: STREAM", 3
+        tmp_path,
+        "ResponseTransferMode: RESPONSE_STREAM",
+        "ResponseTransferMode: STREAM",
+        len(LONG_LIVED),
     )
     modes = transfer_modes(mutated)
     assert {route: modes[route] for route in LONG_LIVED} == dict.fromkeys(LONG_LIVED, BUFFERED)

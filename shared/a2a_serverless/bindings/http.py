@@ -113,8 +113,8 @@ def response_media_type(request: Request) -> str:
     return JSON_MEDIA_TYPE
 
 
-async def read_json_body(request: Request, *, required: bool = True) -> dict[str, Any] | None:
-    """The request's JSON object body, with media type, size and syntax checked."""
+async def read_body(request: Request) -> bytes:
+    """The raw request body, refused past the configured size (declared or streamed)."""
     limit = get_settings().max_body_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
@@ -124,6 +124,12 @@ async def read_json_body(request: Request, *, required: bool = True) -> dict[str
         body.extend(chunk)
         if len(body) > limit:
             raise PayloadTooLarge(limit)
+    return bytes(body)
+
+
+async def read_json_body(request: Request, *, required: bool = True) -> dict[str, Any] | None:
+    """The request's JSON object body, with media type, size and syntax checked."""
+    body = await read_body(request)
     if not body.strip():
         if required:
             raise InvalidRequestError("The request body is empty; send a JSON object")

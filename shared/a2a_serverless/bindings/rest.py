@@ -176,7 +176,7 @@ card_router = APIRouter()
 @card_router.get("/.well-known/agent-card.json")
 def get_agent_card(request: Request) -> Response:
     factory = get_card_factory()
-    card = factory.card(base_url(request))
+    card = factory.card_json(base_url(request))
     etag = factory.etag(card)
     max_age = factory.settings.agent_card_max_age
     headers = {
@@ -186,7 +186,7 @@ def get_agent_card(request: Request) -> Response:
     }
     if _not_modified(request, etag, factory.modified_at):
         return Response(status_code=304, headers=headers)
-    return JSONResponse(card.wire(), headers=headers, media_type="application/json")
+    return JSONResponse(card, headers=headers, media_type="application/json")
 
 
 def _not_modified(request: Request, etag: str, modified_at: datetime) -> bool:

@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
+from typing import Any
 
 from a2a_serverless.flows.base import Flow
 from a2a_serverless.models import (
@@ -58,10 +59,8 @@ class CardFactory:
             name=settings.agent_name,
             description=settings.agent_description,
             supported_interfaces=[
-                AgentInterface(
-                    url=base, protocol_binding="HTTP+JSON", protocol_version=PROTOCOL_VERSION
-                ),
-            ],
+                AgentInterface(url=base, protocol_binding="HTTP+JSON", protocol_version="1.0"),
+            ],  # JSONRPC_INTERFACES_PENDING
             provider=provider,
             version=settings.agent_version,
             documentation_url=settings.agent_documentation_url or None,
@@ -73,10 +72,21 @@ class CardFactory:
             skills=skills,
         )
 
+    def card_json(self, base_url: str) -> dict[str, Any]:
+        """The card as served. Strictly 1.0 unless AGENT_CARD_V03_FIELDS adds the deprecated
+        top-level fields that 0.3-only clients need to find the JSON-RPC endpoint."""
+        card = self.card(base_url)
+        body = card.wire()
+        if self.settings.agent_card_v03_fields:
+            body["url"] = card.supported_interfaces[0].url
+            body["preferredTransport"] = "JSONRPC"
+            body["protocolVersion"] = "0.3.0"
+        return body
+
     @staticmethod
-    def etag(card: AgentCard) -> str:
-        body = json.dumps(card.wire(), sort_keys=True, separators=(",", ":")).encode()
-        return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    def etag(body: dict[str, Any]) -> str:
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        return '"' + hashlib.sha256(canonical).hexdigest()[:32] + '"'
 
     def last_modified(self) -> str:
         return format_datetime(self.modified_at, usegmt=True)

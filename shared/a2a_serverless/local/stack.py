@@ -33,6 +33,8 @@ STACK = "a2a-local"
 LOCAL_PRINCIPAL_HEADER = "x-local-principal"
 # Emulation-only variables of the deployed functions, meaningless in-process.
 _DEPLOY_ONLY_ENV = {"AWS_LAMBDA_EXEC_WRAPPER", "AWS_LWA_INVOKE_MODE", "PORT"}
+# Variables that name the stack's own resources: always the local ones.
+_RESOURCE_ENV = {"TABLE_NAME", "STATE_MACHINE_ARN"}
 
 
 def project_root() -> Path:
@@ -129,7 +131,14 @@ class LocalStack:
         self._create_functions(resources, resolver)
         self._create_state_machine(resources, resolver)
         self._collect_function_env(resources, resolver)
-        self._set_env({**self.env, **self.env_overrides})
+        # A setting the developer exported wins over the template's value (resources do not:
+        # they name what this stack just created).
+        exported = {
+            key: os.environ[key]
+            for key in self.env
+            if key in os.environ and key not in _RESOURCE_ENV and key not in base_env
+        }
+        self._set_env({**self.env, **exported, **self.env_overrides})
         from a2a_serverless import wiring
 
         wiring.reset()

@@ -1,0 +1,215 @@
+"""A2A 0.3 compatibility: the 0.3 JSON-RPC shapes translated at the edge to the 1.0 model.
+
+0.3 differs in spelling, not meaning: `kind` discriminators (`task`, `message`, `text`,
+`file`, `data`, `status-update`, `artifact-update`), lower-case kebab states, `user`/`agent`
+roles, `file` parts with `bytes`/`uri`, `blocking` instead of `returnImmediately`, and a
+`final` flag on status updates. Every task is the same task in both versions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a_serverless.core.errors import InvalidParamsError
+from a2a_serverless.core.tail import SETTLED_STATES
+from a2a_serverless.models import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    StreamResponse,
+    Task,
+    TaskStatus,
+    format_timestamp,
+)
+
+# -- 0.3 -> 1.0 (requests) --------------------------------------------------------------------
+
+
+def _part_from_v03(part: Any, path: str) -> dict[str, Any]:
+    if not isinstance(part, dict):
+        raise InvalidParamsError(violations=[(path, "must be an object")])
+    kind = part.get("kind") or next((k for k in ("text", "file", "data") if k in part), None)
+    converted: dict[str, Any] = {}
+    if part.get("metadata") is not None:
+        converted["metadata"] = part["metadata"]
+    if kind == "text":
+        converted["text"] = part.get("text")
+    elif kind == "data":
+        converted["data"] = part.get("data")
+    elif kind == "file":
+        file = part.get("file")
+        if not isinstance(file, dict):
+            raise InvalidParamsError(violations=[(f"{path}.file", "must be an object")])
+        if "bytes" in file:
+            converted["raw"] = file["bytes"]
+        elif "uri" in file:
+            converted["url"] = file["uri"]
+        else:
+            raise InvalidParamsError(violations=[(f"{path}.file", "must carry bytes or uri")])
+        if file.get("mimeType"):
+            converted["mediaType"] = file["mimeType"]
+        if file.get("name"):
+            converted["filename"] = file["name"]
+    else:
+        raise InvalidParamsError(violations=[(f"{path}.kind", "must be one of text, file, data")])
+    return converted
+
+
+def message_from_v03(message: Any, path: str = "message") -> dict[str, Any]:
+    """A 0.3 Message as 1.0 proto-JSON (still to be validated by the 1.0 model)."""
+    if not isinstance(message, dict):
+        raise InvalidParamsError(violations=[(path, "is required and must be an object")])
+    keys = ("messageId", "contextId", "taskId", "metadata", "extensions", "referenceTaskIds")
+    converted = {key: message[key] for key in keys if message.get(key) is not None}
+    role = message.get("role")
+    if role is not None:
+        converted["role"] = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}.get(role, role)
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        converted["parts"] = [
+            _part_from_v03(part, f"{path}.parts[{i}]") for i, part in enumerate(parts)
+        ]
+    elif parts is not None:
+        raise InvalidParamsError(violations=[(f"{path}.parts", "must be an array")])
+    return converted
+
+
+def send_params_from_v03(params: dict[str, Any]) -> dict[str, Any]:
+    """0.3 MessageSendParams as a 1.0 SendMessageRequest body."""
+    request: dict[str, Any] = {"message": message_from_v03(params.get("message"))}
+    config = params.get("configuration")
+    if isinstance(config, dict):
+        converted: dict[str, Any] = {}
+        if config.get("acceptedOutputModes") is not None:
+            converted["acceptedOutputModes"] = config["acceptedOutputModes"]
+        if config.get("historyLength") is not None:
+            converted["historyLength"] = config["historyLength"]
+        if config.get("pushNotificationConfig") is not None:
+            push = dict(config["pushNotificationConfig"])
+            converted["taskPushNotificationConfig"] = push
+        # 0.3 servers blocked unless told `blocking: false`.
+        converted["returnImmediately"] = config.get("blocking") is False
+        request["configuration"] = converted
+    if params.get("metadata") is not None:
+        request["metadata"] = params["metadata"]
+    return request
+
+
+# -- 1.0 -> 0.3 (responses) -------------------------------------------------------------------
+
+
+def part_to_v03(part: Part) -> dict[str, Any]:
+    converted: dict[str, Any]
+    if part.text is not None:
+        converted = {"kind": "text", "text": part.text}
+    elif part.raw is not None or part.url is not None:
+        file: dict[str, Any] = {"bytes": part.raw} if part.raw is not None else {"uri": part.url}
+        if part.media_type:
+            file["mimeType"] = part.media_type
+        if part.filename:
+            file["name"] = part.filename
+        converted = {"kind": "file", "file": file}
+    else:
+        # 0.3 data parts carry an object; other JSON values are wrapped.
+        data = part.data if isinstance(part.data, dict) else {"value": part.data}
+        converted = {"kind": "data", "data": data}
+    if part.metadata:
+        converted["metadata"] = part.metadata
+    return converted
+
+
+def message_to_v03(message: Message) -> dict[str, Any]:
+    converted: dict[str, Any] = {
+        "kind": "message",
+        "messageId": message.message_id,
+        "role": "user" if message.role is Role.USER else "agent",
+        "parts": [part_to_v03(p) for p in message.parts],
+    }
+    for key, value in (
+        ("contextId", message.context_id),
+        ("taskId", message.task_id),
+        ("metadata", message.metadata),
+        ("extensions", message.extensions),
+        ("referenceTaskIds", message.reference_task_ids),
+    ):
+        if value:
+            converted[key] = value
+    return converted
+
+
+def status_to_v03(status: TaskStatus) -> dict[str, Any]:
+    state = status.state.short if status.state.name != "UNSPECIFIED" else "unknown"
+    converted: dict[str, Any] = {"state": state}
+    if status.message is not None:
+        converted["message"] = message_to_v03(status.message)
+    if status.timestamp is not None:
+        converted["timestamp"] = format_timestamp(status.timestamp)
+    return converted
+
+
+def artifact_to_v03(artifact: Artifact) -> dict[str, Any]:
+    converted: dict[str, Any] = {
+        "artifactId": artifact.artifact_id,
+        "parts": [part_to_v03(p) for p in artifact.parts],
+    }
+    for key, value in (
+        ("name", artifact.name),
+        ("description", artifact.description),
+        ("metadata", artifact.metadata),
+        ("extensions", artifact.extensions),
+    ):
+        if value:
+            converted[key] = value
+    return converted
+
+
+def task_to_v03(task: Task) -> dict[str, Any]:
+    converted: dict[str, Any] = {
+        "kind": "task",
+        "id": task.id,
+        "contextId": task.context_id,
+        "status": status_to_v03(task.status),
+    }
+    if task.artifacts:
+        converted["artifacts"] = [artifact_to_v03(a) for a in task.artifacts]
+    if task.history:
+        converted["history"] = [message_to_v03(m) for m in task.history]
+    if task.metadata:
+        converted["metadata"] = task.metadata
+    return converted
+
+
+def event_to_v03(event: StreamResponse) -> dict[str, Any]:
+    """One stream event in 0.3 shape (`final` marks the event that ends the stream)."""
+    if event.task is not None:
+        return task_to_v03(event.task)
+    if event.message is not None:
+        return message_to_v03(event.message)
+    if event.status_update is not None:
+        update = event.status_update
+        converted = {
+            "kind": "status-update",
+            "taskId": update.task_id,
+            "contextId": update.context_id,
+            "status": status_to_v03(update.status),
+            "final": update.status.state in SETTLED_STATES,
+        }
+        if update.metadata:
+            converted["metadata"] = update.metadata
+        return converted
+    update = event.artifact_update  # type: ignore[assignment]
+    assert update is not None
+    converted = {
+        "kind": "artifact-update",
+        "taskId": update.task_id,
+        "contextId": update.context_id,
+        "artifact": artifact_to_v03(update.artifact),
+    }
+    if update.append:
+        converted["append"] = True
+    if update.last_chunk:
+        converted["lastChunk"] = True
+    if update.metadata:
+        converted["metadata"] = update.metadata
+    return converted
