@@ -58,9 +58,13 @@ class CardFactory:
         return AgentCard(
             name=settings.agent_name,
             description=settings.agent_description,
+            # Preference order: JSON-RPC 1.0, HTTP+JSON 1.0, then 0.3 compatibility. All on
+            # one URL: the version a client sends in A2A-Version picks the semantics.
             supported_interfaces=[
+                AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="1.0"),
                 AgentInterface(url=base, protocol_binding="HTTP+JSON", protocol_version="1.0"),
-            ],  # JSONRPC_INTERFACES_PENDING
+                AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="0.3"),
+            ],
             provider=provider,
             version=settings.agent_version,
             documentation_url=settings.agent_documentation_url or None,
