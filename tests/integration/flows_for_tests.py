@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 
 from a2a_serverless.flows import Outcome, StepContext
 from a2a_serverless.models import Part
@@ -55,3 +57,36 @@ def gated(ctx: StepContext) -> Outcome:
     GATES.emitted.set()
     GATES.finish.wait(20)
     return Outcome.completed("gated flow done")
+
+
+class Progress:
+    """How far the `numbered` flow has got (the test attaches subscribers at chosen points)."""
+
+    def __init__(self) -> None:
+        self.emitted = 0
+
+
+PROGRESS = Progress()
+NUMBERED_CHUNKS = 200
+_COUNT = re.compile(r"\[n=(\d+)\]")
+
+
+def numbered(ctx: StepContext) -> Outcome:
+    """NUMBERED_CHUNKS (or `[n=N]`) chunks "0;", "1;", ... of one artifact, ~10 ms apart, then
+    completed; `[input]` ends the turn input-required instead."""
+    found = _COUNT.search(ctx.text)
+    count = int(found.group(1)) if found else NUMBERED_CHUNKS
+    progress = PROGRESS
+    for index in range(count):
+        ctx.artifact(
+            f"{index};",
+            artifact_id="numbers",
+            name="numbers",
+            append=index > 0,
+            last_chunk=index == count - 1,
+        )
+        progress.emitted = index + 1
+        time.sleep(0.01)
+    if "[input]" in ctx.text:
+        return Outcome.input_required("Which number comes next?")
+    return Outcome.completed("all numbers sent")

@@ -17,6 +17,7 @@ import base64
 import contextlib
 import contextvars
 import json
+import threading
 import time
 import uuid
 from collections import Counter
@@ -435,3 +436,56 @@ class CallCounter:
 
     def reset_worker(self) -> None:
         self.calls = [c for c in self.calls if c[0] != WORKER]
+
+
+@dataclass(frozen=True)
+class DynamoCall:
+    at: float  # time.monotonic() when the call was made
+    who: str  # the measured operation (see CallCounter), or WORKER
+    operation: str
+    params: dict[str, Any]
+
+    @property
+    def partition(self) -> str | None:
+        value = (self.params.get("ExpressionAttributeValues") or {}).get(":pk") or {}
+        key = (self.params.get("Key") or {}).get("pk") or {}
+        return value.get("S") or key.get("S")
+
+    @property
+    def reads_event_log(self) -> bool:
+        """A Query for the log after some seq (`sk BETWEEN E#.. AND E#..`): LogTail.poll."""
+        values = self.params.get("ExpressionAttributeValues") or {}
+        return (
+            self.operation == "Query"
+            and "BETWEEN" in self.params.get("KeyConditionExpression", "")
+            and str(values.get(":from", {}).get("S", "")).startswith("E#")
+        )
+
+
+class CallLog:
+    """Every DynamoDB call of the store's client with its parameters and time, from any
+    thread (a uvicorn server's too, whose calls have no measured label: they are WORKER)."""
+
+    def __init__(self) -> None:
+        self.calls: list[DynamoCall] = []
+        self._lock = threading.Lock()
+        self._client = wiring.get_store()._db
+        self._client.meta.events.register("before-parameter-build.dynamodb", self._on_call)
+
+    def _on_call(self, params: dict[str, Any], model: Any = None, **_: Any) -> None:
+        call = DynamoCall(time.monotonic(), _MEASURING.get() or WORKER, model.name, dict(params))
+        with self._lock:
+            self.calls.append(call)
+
+    def close(self) -> None:
+        self._client.meta.events.unregister("before-parameter-build.dynamodb", self._on_call)
+
+    def of_task(self, task_id: str, since: float = 0.0, until: float = float("inf")) -> list:
+        with self._lock:
+            return [
+                c for c in self.calls if c.partition == f"T#{task_id}" and since <= c.at < until
+            ]
+
+    def log_reads(self, task_id: str, since: float = 0.0, until: float = float("inf")) -> list:
+        """The event-log tail reads of one task in a time window."""
+        return [c for c in self.of_task(task_id, since, until) if c.reads_event_log]
