@@ -53,6 +53,16 @@ class Settings(BaseSettings):
     anonymous_principal: str = Field(
         "anonymous", description="Owner of tasks when no authenticated principal is present."
     )
+    push_notifications: bool = Field(
+        False, description="Offer push notifications (webhooks); false answers the capability error."
+    )
+    push_allow_http: bool = Field(False, description="Allow http:// webhooks (development).")
+    push_allow_hosts: str = Field(
+        "", description="Comma-separated hosts, IPs or CIDRs exempt from the SSRF address checks."
+    )
+    push_retry_queue_url: str = Field("", description="FIFO queue of parked webhook deliveries.")
+    push_connect_timeout: float = Field(3.0, gt=0)
+    push_read_timeout: float = Field(10.0, gt=0)
     aws_endpoint_url: str = Field("", description="Override AWS endpoint (local tools only).")
     log_level: str = "INFO"
 

@@ -7,9 +7,12 @@ from typing import Any
 
 from a2a_serverless.core.card import CardFactory
 from a2a_serverless.core.executor import StepFunctionsExecutor
+from a2a_serverless.core.push import PushService
 from a2a_serverless.core.service import A2AService, ModePolicy, WaitPolicy
 from a2a_serverless.core.tail import PollPolicy
 from a2a_serverless.flows.base import Flow, load_flow
+from a2a_serverless.push.sender import SenderConfig, WebhookSender
+from a2a_serverless.push.ssrf import EgressPolicy
 from a2a_serverless.settings import Settings, get_settings
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
 
@@ -37,6 +40,17 @@ def get_store() -> DynamoDBTaskStore:
 
 
 @lru_cache(maxsize=1)
+def get_push() -> PushService:
+    settings = get_settings()
+    return PushService(get_store(), settings.push_notifications, egress_policy(settings))
+
+
+def egress_policy(settings: Settings) -> EgressPolicy:
+    hosts = frozenset(h.strip() for h in settings.push_allow_hosts.split(",") if h.strip())
+    return EgressPolicy(allow_http=settings.push_allow_http, allow_hosts=hosts)
+
+
+@lru_cache(maxsize=1)
 def get_service() -> A2AService:
     settings = get_settings()
     flow = get_flow()
@@ -54,6 +68,22 @@ def get_service() -> A2AService:
             stream_max_seconds=settings.stream_max_seconds,
             heartbeat_seconds=settings.stream_heartbeat_seconds,
         ),
+        push=get_push(),
+    )
+
+
+@lru_cache(maxsize=1)
+def get_webhook_sender() -> WebhookSender:
+    settings = get_settings()
+    return WebhookSender(
+        get_store(),
+        aws_client("sqs", settings),
+        SenderConfig(
+            egress=egress_policy(settings),
+            retry_queue_url=settings.push_retry_queue_url,
+            connect_timeout=settings.push_connect_timeout,
+            read_timeout=settings.push_read_timeout,
+        ),
     )
 
 
@@ -65,5 +95,12 @@ def get_card_factory() -> CardFactory:
 def reset() -> None:
     """Forget cached objects (tests and the local stack change settings between runs)."""
     get_settings.cache_clear()
-    for cached in (get_flow, get_store, get_service, get_card_factory):
+    for cached in (
+        get_flow,
+        get_store,
+        get_push,
+        get_service,
+        get_card_factory,
+        get_webhook_sender,
+    ):
         cached.cache_clear()

@@ -38,6 +38,8 @@ FLOW_WORKER = resource_key(
     }
 )
 
+RETRY_QUEUE = resource_key({"Fn::GetAtt": ["PushRetryQueue", "Arn"]})
+STREAM_FAILURE_QUEUE = resource_key({"Fn::GetAtt": ["PushStreamFailureQueue", "Arn"]})
 READ = {"dynamodb:GetItem": {TABLE}, "dynamodb:Query": {TABLE}}
 WRITE = {
     **READ,
@@ -48,7 +50,6 @@ WRITE = {
 
 GRANTS: dict[str, dict[str, set[str]]] = {
     "AgentCardFunction": {},
-    "PushConfigFunction": {},
     "GetTaskFunction": READ,
     "ListTasksFunction": {
         "dynamodb:GetItem": {TABLE, TABLE_INDEXES},
@@ -62,6 +63,19 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "states:StopExecution": {FLOW_EXECUTIONS},
     },
     "FlowWorkerFunction": WRITE,
+    # Config CRUD: its items only ever live in the task partitions it checks the owner of.
+    "PushConfigFunction": {
+        **READ,
+        "dynamodb:PutItem": {TABLE},
+        "dynamodb:DeleteItem": {TABLE},
+    },
+    # Reads configs and events, parks a failing webhook, queues its deliveries.
+    "WebhookSenderFunction": {
+        **READ,
+        "dynamodb:UpdateItem": {TABLE},
+        "sqs:SendMessage": {RETRY_QUEUE, STREAM_FAILURE_QUEUE},
+        "sqs:ChangeMessageVisibility": {RETRY_QUEUE},
+    },
     "FlowStateMachine": {"lambda:InvokeFunction": {FLOW_WORKER}},
 }
 
@@ -70,6 +84,11 @@ LAMBDA_MANAGED = {
     "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess",
 }
 STATES_MANAGED = {"arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess"}
+# SAM adds these for the sender's event sources (reading the stream and the retry queue).
+EVENT_SOURCE_MANAGED = {
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole",
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole",
+}
 
 
 def _principal_services(role: dict[str, Any]) -> set[str]:
@@ -103,19 +122,19 @@ def test_exact_grants(cfn: dict[str, Any], name: str) -> None:
 def test_managed_policies_and_trust(cfn: dict[str, Any], name: str) -> None:
     _, role = role_of(cfn, name)
     is_state_machine = name == "FlowStateMachine"
-    assert set(role["Properties"]["ManagedPolicyArns"]) == (
-        STATES_MANAGED if is_state_machine else LAMBDA_MANAGED
-    )
+    expected = STATES_MANAGED if is_state_machine else LAMBDA_MANAGED
+    if name == "WebhookSenderFunction":
+        expected = LAMBDA_MANAGED | EVENT_SOURCE_MANAGED
+    assert set(role["Properties"]["ManagedPolicyArns"]) == expected
     assert _principal_services(role) == {
         "states.amazonaws.com" if is_state_machine else "lambda.amazonaws.com"
     }
 
 
-@pytest.mark.parametrize("name", ["AgentCardFunction", "PushConfigFunction"])
-def test_card_and_push_functions_touch_no_data(cfn: dict[str, Any], name: str) -> None:
-    _, role = role_of(cfn, name)
+def test_card_function_touches_no_data(cfn: dict[str, Any]) -> None:
+    _, role = role_of(cfn, "AgentCardFunction")
     actions = set(grants(role))
-    assert not {a for a in actions if a.startswith(("dynamodb:", "states:"))}
+    assert not {a for a in actions if a.startswith(("dynamodb:", "states:", "sqs:"))}
 
 
 def test_readers_cannot_start_or_stop_work(cfn: dict[str, Any]) -> None:
@@ -137,7 +156,9 @@ def test_no_broad_grants_anywhere(cfn: dict[str, Any]) -> None:
             actions = as_list(statement["Action"])
             resources = as_list(statement["Resource"])
             assert not [a for a in actions if "*" in a], (role_id, actions)
-            assert not {"dynamodb:Scan", "dynamodb:DeleteItem"} & set(actions), role_id
+            assert "dynamodb:Scan" not in actions, role_id
+            if "dynamodb:DeleteItem" in actions:  # only push config deletion deletes
+                assert role_id == role_of(cfn, "PushConfigFunction")[0], role_id
             assert not [a for a in actions if a.lower().startswith(("dynamodb:batch", "iam:"))]
             if any(a.startswith(("dynamodb:", "states:")) for a in actions):
                 assert "*" not in resources, (role_id, statement)

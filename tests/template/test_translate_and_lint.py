@@ -22,6 +22,7 @@ FUNCTIONS = {
     "StreamFunction",
     "PushConfigFunction",
     "FlowWorkerFunction",
+    "WebhookSenderFunction",
 }
 
 # cfn-lint rules ignored on purpose. Keep each one justified; none is needed today.
@@ -58,6 +59,8 @@ def test_translates_to_plain_cloudformation(cfn: dict[str, Any]) -> None:
         "AWS::Lambda::LayerVersion",
         "AWS::Lambda::Permission",
         "AWS::IAM::Role",
+        "AWS::Lambda::EventSourceMapping",
+        "AWS::SQS::Queue",
     } == types
 
 

@@ -32,8 +32,14 @@ from a2a_serverless.bindings.rest import ERROR_DOMAIN, invalid_params_from
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.service import A2AService, ListTasksParams, StreamStart
-from a2a_serverless.models import SendMessageRequest, StreamResponse, TaskState, parse_task_state
-from a2a_serverless.wiring import get_service
+from a2a_serverless.models import (
+    SendMessageRequest,
+    StreamResponse,
+    TaskPushNotificationConfig,
+    TaskState,
+    parse_task_state,
+)
+from a2a_serverless.wiring import get_push, get_service
 
 logger = logging.getLogger(__name__)
 
@@ -184,11 +190,81 @@ def _subscribe(service: A2AService, call: Call) -> Any:
     return Streamed(service.subscribe(call.owner, _parse(_TaskIdParams, call.params).id))
 
 
-def _push_unsupported(service: A2AService, call: Call) -> Any:
-    raise errors.PushNotificationNotSupportedError(
-        "Push notifications are not supported by this agent "
-        "(capabilities.pushNotifications is false)"
-    )
+class _ConfigParams(_Params):
+    task_id: str = Field(min_length=1)
+    id: str = Field(min_length=1)
+
+
+class _TaskConfigsParams(_Params):
+    task_id: str = Field(min_length=1)
+
+
+def _create_config(service: A2AService, call: Call) -> Any:
+    get_push().require_enabled()
+    config = _parse(TaskPushNotificationConfig, call.params)
+    if not config.task_id:
+        raise errors.invalid_field("taskId", "is required")
+    return get_push().create(call.owner, config.task_id, config).wire()
+
+
+def _get_config(service: A2AService, call: Call) -> Any:
+    get_push().require_enabled()
+    params = _parse(_ConfigParams, call.params)
+    return get_push().get(call.owner, params.task_id, params.id).wire()
+
+
+def _list_configs(service: A2AService, call: Call) -> Any:
+    get_push().require_enabled()
+    params = _parse(_TaskConfigsParams, call.params)
+    return get_push().list(call.owner, params.task_id).wire()
+
+
+def _delete_config(service: A2AService, call: Call) -> Any:
+    get_push().require_enabled()
+    params = _parse(_ConfigParams, call.params)
+    get_push().delete(call.owner, params.task_id, params.id)
+    return {}  # google.protobuf.Empty
+
+
+# 0.3: {taskId, pushNotificationConfig: {id, url, token, authentication: {schemes, credentials}}}
+
+
+def _v03_set_config(service: A2AService, call: Call) -> Any:
+    get_push().require_enabled()
+    task_id = call.params.get("taskId")
+    if not isinstance(task_id, str) or not task_id:
+        raise errors.invalid_field("taskId", "is required")
+    config = _parse(TaskPushNotificationConfig, v03.push_config_from_v03(call.params))
+    return v03.push_config_to_v03(get_push().create(call.owner, task_id, config))
+
+
+def _v03_get_config(service: A2AService, call: Call) -> Any:
+    get_push().require_enabled()
+    task_id, config_id = v03.config_ids(call.params)
+    if config_id is None:  # 0.3 allowed one config per task: the first one
+        configs = get_push().list(call.owner, task_id).configs or []
+        if not configs:
+            raise errors.TaskNotFoundError(
+                f"Task {task_id} has no push notification config", taskId=task_id
+            )
+        return v03.push_config_to_v03(configs[0])
+    return v03.push_config_to_v03(get_push().get(call.owner, task_id, config_id))
+
+
+def _v03_list_configs(service: A2AService, call: Call) -> Any:
+    get_push().require_enabled()
+    task_id, _ = v03.config_ids(call.params)
+    configs = get_push().list(call.owner, task_id).configs or []
+    return [v03.push_config_to_v03(c) for c in configs]
+
+
+def _v03_delete_config(service: A2AService, call: Call) -> Any:
+    get_push().require_enabled()
+    task_id, config_id = v03.config_ids(call.params)
+    if config_id is None:
+        raise errors.invalid_field("pushNotificationConfigId", "is required")
+    get_push().delete(call.owner, task_id, config_id)
+    return None
 
 
 def _no_extended_card(service: A2AService, call: Call) -> Any:
@@ -204,10 +280,10 @@ V10_METHODS: dict[str, Handler] = {
     "ListTasks": _list_tasks,
     "CancelTask": _cancel,
     "SubscribeToTask": _subscribe,
-    "CreateTaskPushNotificationConfig": _push_unsupported,
-    "GetTaskPushNotificationConfig": _push_unsupported,
-    "ListTaskPushNotificationConfigs": _push_unsupported,
-    "DeleteTaskPushNotificationConfig": _push_unsupported,
+    "CreateTaskPushNotificationConfig": _create_config,
+    "GetTaskPushNotificationConfig": _get_config,
+    "ListTaskPushNotificationConfigs": _list_configs,
+    "DeleteTaskPushNotificationConfig": _delete_config,
     "GetExtendedAgentCard": _no_extended_card,
 }
 
@@ -241,10 +317,10 @@ V03_METHODS: dict[str, Handler] = {
     "tasks/get": _v03_get,
     "tasks/cancel": _v03_cancel,
     "tasks/resubscribe": _subscribe,
-    "tasks/pushNotificationConfig/set": _push_unsupported,
-    "tasks/pushNotificationConfig/get": _push_unsupported,
-    "tasks/pushNotificationConfig/list": _push_unsupported,
-    "tasks/pushNotificationConfig/delete": _push_unsupported,
+    "tasks/pushNotificationConfig/set": _v03_set_config,
+    "tasks/pushNotificationConfig/get": _v03_get_config,
+    "tasks/pushNotificationConfig/list": _v03_list_configs,
+    "tasks/pushNotificationConfig/delete": _v03_delete_config,
     "agent/getAuthenticatedExtendedCard": _no_extended_card,
 }
 

@@ -19,6 +19,7 @@ from a2a_serverless.models import (
     Role,
     StreamResponse,
     Task,
+    TaskPushNotificationConfig,
     TaskStatus,
     format_timestamp,
 )
@@ -86,14 +87,64 @@ def send_params_from_v03(params: dict[str, Any]) -> dict[str, Any]:
         if config.get("historyLength") is not None:
             converted["historyLength"] = config["historyLength"]
         if config.get("pushNotificationConfig") is not None:
-            push = dict(config["pushNotificationConfig"])
-            converted["taskPushNotificationConfig"] = push
+            converted["taskPushNotificationConfig"] = _push_body_from_v03(
+                config["pushNotificationConfig"], "configuration.pushNotificationConfig"
+            )
         # 0.3 servers blocked unless told `blocking: false`.
         converted["returnImmediately"] = config.get("blocking") is False
         request["configuration"] = converted
     if params.get("metadata") is not None:
         request["metadata"] = params["metadata"]
     return request
+
+
+def _push_body_from_v03(config: Any, path: str) -> dict[str, Any]:
+    if not isinstance(config, dict):
+        raise InvalidParamsError(violations=[(path, "is required and must be an object")])
+    converted = {k: config[k] for k in ("id", "url", "token") if config.get(k) is not None}
+    auth = config.get("authentication")
+    if isinstance(auth, dict):
+        schemes = auth.get("schemes") or []
+        if not schemes:
+            raise InvalidParamsError(
+                violations=[(f"{path}.authentication.schemes", "needs at least one scheme")]
+            )
+        converted["authentication"] = {"scheme": schemes[0]}
+        if auth.get("credentials") is not None:
+            converted["authentication"]["credentials"] = auth["credentials"]
+    return converted
+
+
+def push_config_from_v03(params: dict[str, Any]) -> dict[str, Any]:
+    """0.3 TaskPushNotificationConfig params as a 1.0 TaskPushNotificationConfig body."""
+    converted = _push_body_from_v03(params.get("pushNotificationConfig"), "pushNotificationConfig")
+    converted["taskId"] = params.get("taskId")
+    return converted
+
+
+def config_ids(params: dict[str, Any]) -> tuple[str, str | None]:
+    """(task id, config id) of 0.3 get/list/delete params (`id`, `pushNotificationConfigId`)."""
+    task_id = params.get("id")
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidParamsError(violations=[("id", "is required (the task id)")])
+    config_id = params.get("pushNotificationConfigId")
+    if config_id is not None and (not isinstance(config_id, str) or not config_id):
+        raise InvalidParamsError(violations=[("pushNotificationConfigId", "must be a string")])
+    return task_id, config_id
+
+
+def push_config_to_v03(config: TaskPushNotificationConfig) -> dict[str, Any]:
+    body: dict[str, Any] = {"url": config.url}
+    if config.id:
+        body["id"] = config.id
+    if config.token:
+        body["token"] = config.token
+    if config.authentication is not None:
+        auth: dict[str, Any] = {"schemes": [config.authentication.scheme]}
+        if config.authentication.credentials:
+            auth["credentials"] = config.authentication.credentials
+        body["authentication"] = auth
+    return {"taskId": config.task_id, "pushNotificationConfig": body}
 
 
 # -- 1.0 -> 0.3 (responses) -------------------------------------------------------------------

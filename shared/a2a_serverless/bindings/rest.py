@@ -26,8 +26,14 @@ from a2a_serverless.bindings.http import (
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.service import ListTasksParams
-from a2a_serverless.models import A2AModel, SendMessageRequest, StreamResponse, parse_task_state
-from a2a_serverless.wiring import get_card_factory, get_service
+from a2a_serverless.models import (
+    A2AModel,
+    SendMessageRequest,
+    StreamResponse,
+    TaskPushNotificationConfig,
+    parse_task_state,
+)
+from a2a_serverless.wiring import get_card_factory, get_push, get_service
 
 logger = logging.getLogger(__name__)
 
@@ -345,18 +351,40 @@ async def send_streaming_message(request: Request) -> Response:
     return sse_response(event_frames(service, start, _stream_payload))
 
 
-# -- Push notification configs (capability off) --------------------------------------------
+# -- Push notification configs -------------------------------------------------------------
 
 push_router = APIRouter()
 
 
-@push_router.api_route("/tasks/{task_id}/pushNotificationConfigs", methods=["GET", "POST"])
-@push_router.api_route(
-    "/tasks/{task_id}/pushNotificationConfigs/{config_id}", methods=["GET", "DELETE"]
-)
-async def push_configs(request: Request, task_id: str, config_id: str | None = None) -> Response:
+@push_router.post("/tasks/{task_id}/pushNotificationConfigs")
+async def create_push_config(request: Request, task_id: str) -> Response:
     _version(request)
-    raise errors.PushNotificationNotSupportedError(
-        "Push notifications are not supported by this agent "
-        "(capabilities.pushNotifications is false)"
-    )
+    get_push().require_enabled()
+    body = await read_json_body(request)
+    try:
+        config = TaskPushNotificationConfig.model_validate(body)
+    except ValidationError as exc:
+        raise invalid_params_from(exc) from None
+    created = await run_in_threadpool(get_push().create, principal(request), task_id, config)
+    return render(request, created)
+
+
+@push_router.get("/tasks/{task_id}/pushNotificationConfigs")
+async def list_push_configs(request: Request, task_id: str) -> Response:
+    _version(request)
+    result = await run_in_threadpool(get_push().list, principal(request), task_id)
+    return render(request, result)
+
+
+@push_router.get("/tasks/{task_id}/pushNotificationConfigs/{config_id}")
+async def get_push_config(request: Request, task_id: str, config_id: str) -> Response:
+    _version(request)
+    config = await run_in_threadpool(get_push().get, principal(request), task_id, config_id)
+    return render(request, config)
+
+
+@push_router.delete("/tasks/{task_id}/pushNotificationConfigs/{config_id}")
+async def delete_push_config(request: Request, task_id: str, config_id: str) -> Response:
+    _version(request)
+    await run_in_threadpool(get_push().delete, principal(request), task_id, config_id)
+    return JSONResponse({}, media_type=response_media_type(request))  # google.protobuf.Empty

@@ -69,7 +69,9 @@ class CardFactory:
             version=settings.agent_version,
             documentation_url=settings.agent_documentation_url or None,
             capabilities=AgentCapabilities(
-                streaming=True, push_notifications=False, extended_agent_card=False
+                streaming=True,
+                push_notifications=settings.push_notifications,
+                extended_agent_card=False,
             ),
             default_input_modes=list(self.flow.input_modes),
             default_output_modes=list(self.flow.output_modes),

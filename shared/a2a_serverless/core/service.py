@@ -22,6 +22,7 @@ from a2a_serverless.core.errors import (
     invalid_field,
 )
 from a2a_serverless.core.executor import Executor, execution_name
+from a2a_serverless.core.push import PushService
 from a2a_serverless.core.tail import LogTail, PollPolicy, settles
 from a2a_serverless.core.tasklog import StateMoved, status_event, transition
 from a2a_serverless.models import (
@@ -35,6 +36,7 @@ from a2a_serverless.models import (
     SendMessageResponse,
     StreamResponse,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
     utcnow,
@@ -154,11 +156,13 @@ class A2AService:
         executor: Executor,
         modes: ModePolicy | None = None,
         wait: WaitPolicy | None = None,
+        push: PushService | None = None,
     ) -> None:
         self.store = store
         self.executor = executor
         self.modes = modes or ModePolicy()
         self.wait = wait or WaitPolicy()
+        self.push = push
 
     # -- SendMessage -----------------------------------------------------------------------
 
@@ -168,7 +172,7 @@ class A2AService:
         self._validate_send(message, config)
         dedupe = Dedupe(owner, message.message_id, content_hash(message))
         if message.task_id:
-            task_id, seq = self._continue_task(owner, message, dedupe)
+            task_id, seq = self._continue_task(owner, message, dedupe, config)
         else:
             created = self._create_task(owner, message, dedupe, request)
             task_id, seq = created.record.task_id, created.seq
@@ -192,7 +196,9 @@ class A2AService:
         ):
             if value is not None and len(value) > MAX_ID_LENGTH:
                 raise invalid_field(name, f"must be at most {MAX_ID_LENGTH} characters")
-        if config.task_push_notification_config is not None:
+        if config.task_push_notification_config is not None and (
+            self.push is None or not self.push.enabled
+        ):
             raise PushNotificationNotSupportedError(
                 "Push notifications are not supported by this agent "
                 "(configuration.taskPushNotificationConfig)"
@@ -229,6 +235,9 @@ class A2AService:
     ) -> _Created:
         task_id = str(uuid.uuid4())
         context_id = message.context_id or str(uuid.uuid4())
+        push_config = self._inline_push(
+            request.configuration or SendMessageConfiguration(), task_id
+        )
         stored = message.model_copy(update={"task_id": task_id, "context_id": context_id})
         status = TaskStatus(state=TaskState.SUBMITTED, timestamp=utcnow())
         record = TaskRecord(
@@ -243,7 +252,9 @@ class A2AService:
             metadata=request.metadata or None,
         )
         try:
-            self.store.create_task(record, stored, status_event(record, status), dedupe)
+            self.store.create_task(
+                record, stored, status_event(record, status), dedupe, push_config
+            )
         except ConflictError as conflict:
             if "dedupe" not in conflict.failed:
                 raise
@@ -252,11 +263,25 @@ class A2AService:
                 record.task_id = original
                 return _Created(record, stored, _RETRY)
             # Same messageId, different content: a new message, processed normally.
-            self.store.create_task(record, stored, status_event(record, status), None)
+            self.store.create_task(record, stored, status_event(record, status), None, push_config)
         self._start(record, 1)
         return _Created(record, stored, 1)
 
-    def _continue_task(self, owner: str, message: Message, dedupe: Dedupe) -> tuple[str, int]:
+    def _inline_push(
+        self, config: SendMessageConfiguration, task_id: str
+    ) -> TaskPushNotificationConfig | None:
+        inline = config.task_push_notification_config
+        if inline is None or self.push is None:
+            return None
+        return self.push.prepared(inline, task_id, "configuration.taskPushNotificationConfig")
+
+    def _continue_task(
+        self,
+        owner: str,
+        message: Message,
+        dedupe: Dedupe,
+        config: SendMessageConfiguration | None = None,
+    ) -> tuple[str, int]:
         record = self._load(owner, message.task_id or "")
         if message.context_id and message.context_id != record.context_id:
             raise invalid_field(
@@ -282,6 +307,9 @@ class A2AService:
                 taskId=record.task_id,
             )
         stored = message.model_copy(update={"context_id": record.context_id})
+        push_config = self._inline_push(config or SendMessageConfiguration(), record.task_id)
+        if push_config is not None:
+            self.store.put_push_config(push_config)  # before the turn's first event
         turn = record.turn + 1
         try:
             _, seq = transition(
@@ -374,7 +402,7 @@ class A2AService:
                 )
             task_id = created.record.task_id
         else:
-            task_id, _ = self._continue_task(owner, message, dedupe)
+            task_id, _ = self._continue_task(owner, message, dedupe, config)
         return self._snapshot_start(owner, task_id, config.history_length)
 
     def subscribe(self, owner: str, task_id: str) -> StreamStart:

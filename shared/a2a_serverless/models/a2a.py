@@ -35,6 +35,7 @@ __all__ = [
     "AgentSkill",
     "Artifact",
     "AuthenticationInfo",
+    "ListTaskPushNotificationConfigsResponse",
     "ListTasksResponse",
     "Message",
     "Part",
@@ -295,6 +296,11 @@ class TaskPushNotificationConfig(A2AModel):
     url: str = Field(min_length=1)
     token: str | None = None
     authentication: AuthenticationInfo | None = None
+
+
+class ListTaskPushNotificationConfigsResponse(A2AModel):
+    configs: list[TaskPushNotificationConfig] | None = None
+    next_page_token: str | None = None
 
 
 class SendMessageConfiguration(A2AModel):

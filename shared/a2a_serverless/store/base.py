@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from a2a_serverless.models import Artifact, Message, StreamResponse, TaskState, TaskStatus
+from a2a_serverless.models import (
+    Artifact,
+    Message,
+    StreamResponse,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+)
 
 
 class ConflictError(Exception):
@@ -90,7 +97,12 @@ class ListQuery:
 
 class TaskStore(Protocol):
     def create_task(
-        self, record: TaskRecord, message: Message, event: StreamResponse, dedupe: Dedupe | None
+        self,
+        record: TaskRecord,
+        message: Message,
+        event: StreamResponse,
+        dedupe: Dedupe | None,
+        push_config: TaskPushNotificationConfig | None = None,
     ) -> None: ...
 
     def get_record(self, task_id: str) -> TaskRecord | None: ...
@@ -118,3 +130,17 @@ class TaskStore(Protocol):
     def read_artifacts(self, task_id: str) -> list[Artifact]: ...
 
     def read_history(self, task_id: str, history_length: int | None) -> list[Message]: ...
+
+    def put_push_config(self, config: TaskPushNotificationConfig) -> None: ...
+
+    def get_push_config(
+        self, task_id: str, config_id: str
+    ) -> TaskPushNotificationConfig | None: ...
+
+    def list_push_configs(self, task_id: str) -> list[tuple[TaskPushNotificationConfig, bool]]: ...
+
+    def delete_push_config(self, task_id: str, config_id: str) -> None: ...
+
+    def park_push_config(self, task_id: str, config_id: str) -> None: ...
+
+    def get_event(self, task_id: str, seq: int) -> StreamResponse | None: ...

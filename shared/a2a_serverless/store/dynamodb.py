@@ -21,6 +21,7 @@ from a2a_serverless.models import (
     Artifact,
     Message,
     StreamResponse,
+    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
     format_timestamp,
@@ -38,6 +39,7 @@ from a2a_serverless.store.fold import fold_events
 HEADER = "H"
 EVENT_PREFIX = "E#"
 HISTORY_PREFIX = "M#"
+PUSH_PREFIX = "P#"
 INDEX_BY_OWNER = "byOwner"
 INDEX_BY_CONTEXT = "byOwnerContext"
 INDEX_BY_STATE = "byOwnerState"
@@ -191,6 +193,7 @@ class DynamoDBTaskStore:
         message: Message,
         event: StreamResponse,
         dedupe: Dedupe | None,
+        push_config: TaskPushNotificationConfig | None = None,
     ) -> None:
         """Header, first history message, first event and counters in one transaction."""
         status_ts = format_timestamp(record.status.timestamp or datetime.now(UTC))
@@ -255,6 +258,14 @@ class DynamoDBTaskStore:
         ]
         if dedupe is not None:
             items.append(("dedupe", self._dedupe_put(dedupe, record.task_id)))
+        if push_config is not None:
+            # In the same transaction: the webhook must exist before the first event does.
+            items.append(
+                (
+                    "push",
+                    {"Put": {"TableName": self._table, "Item": self._push_item(push_config)}},
+                )
+            )
         self._transact(items)
 
     def _dedupe_put(self, dedupe: Dedupe, task_id: str) -> dict[str, Any]:
@@ -384,6 +395,66 @@ class DynamoDBTaskStore:
             )
         except self._db.exceptions.ConditionalCheckFailedException as exc:
             raise ConflictError("task moved on", ("header",)) from exc
+
+    # -- push notification configs (items P#{configId} in the task partition) ------------------
+
+    def _push_item(self, config: TaskPushNotificationConfig) -> dict[str, Any]:
+        return {
+            **self._key(config.task_id or "", f"{PUSH_PREFIX}{config.id}"),
+            "cfg": _s(_dumps(config.wire())),
+            "expiresAt": self._expires(),
+        }
+
+    def put_push_config(self, config: TaskPushNotificationConfig) -> None:
+        """Create or replace one config (its id is already assigned)."""
+        self._db.put_item(TableName=self._table, Item=self._push_item(config))
+
+    def get_push_config(self, task_id: str, config_id: str) -> TaskPushNotificationConfig | None:
+        item = self._db.get_item(
+            TableName=self._table,
+            Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
+            ConsistentRead=True,
+        ).get("Item")
+        return TaskPushNotificationConfig.model_validate_json(item["cfg"]["S"]) if item else None
+
+    def list_push_configs(self, task_id: str) -> list[tuple[TaskPushNotificationConfig, bool]]:
+        """Every config of a task, with whether its deliveries are parked on the retry queue."""
+        items = self._query_all(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": _s(f"T#{task_id}"), ":p": _s(PUSH_PREFIX)},
+            ConsistentRead=True,
+        )
+        return [
+            (
+                TaskPushNotificationConfig.model_validate_json(i["cfg"]["S"]),
+                i.get("parked", {}).get("BOOL", False),
+            )
+            for i in items
+        ]
+
+    def delete_push_config(self, task_id: str, config_id: str) -> None:
+        self._db.delete_item(
+            TableName=self._table, Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}")
+        )
+
+    def park_push_config(self, task_id: str, config_id: str) -> None:
+        """From now on this config's deliveries go through the ordered retry queue."""
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
+                UpdateExpression="SET parked = :t",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":t": {"BOOL": True}},
+            )
+        except self._db.exceptions.ConditionalCheckFailedException:
+            pass  # deleted meanwhile: nothing more to deliver
+
+    def get_event(self, task_id: str, seq: int) -> StreamResponse | None:
+        item = self._db.get_item(
+            TableName=self._table, Key=self._key(task_id, _event_sk(seq)), ConsistentRead=True
+        ).get("Item")
+        return StreamResponse.model_validate_json(item["ev"]["S"]) if item else None
 
     # -- reads -----------------------------------------------------------------------------
 

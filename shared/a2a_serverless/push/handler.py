@@ -1,0 +1,71 @@
+"""The Lambda entry of WebhookSenderFunction: stream batches and retry-queue batches."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    SqsFifoPartialProcessor,
+    process_partial_response,
+)
+
+from a2a_serverless.models import TaskPushNotificationConfig
+from a2a_serverless.push.sender import WebhookSender
+
+
+class _StreamBatch:
+    """Per-invocation state: configs read once per task, webhooks parked in this batch, and
+    tasks with an earlier failure (their later records fail too, so none overtakes)."""
+
+    def __init__(self, sender: WebhookSender) -> None:
+        self.sender = sender
+        self.configs: dict[str, list[tuple[TaskPushNotificationConfig, bool]]] = {}
+        self.parked: set[tuple[str, str]] = set()
+        self.failed_tasks: set[str] = set()
+
+    def record(self, record: Any) -> None:
+        raw = record.raw_event
+        keys = raw["dynamodb"]["Keys"]
+        task_id = keys["pk"]["S"].removeprefix("T#")
+        seq = int(keys["sk"]["S"].removeprefix("E#"))
+        if task_id in self.failed_tasks:
+            raise RuntimeError(f"an earlier event of task {task_id} failed in this batch")
+        try:
+            if task_id not in self.configs:
+                self.configs[task_id] = self.sender.store.list_push_configs(task_id)
+            configs = self.configs[task_id]
+            if not configs:
+                return
+            body = raw["dynamodb"]["NewImage"]["ev"]["S"].encode()
+            self.sender.deliver_stream_event(task_id, seq, body, configs, self.parked)
+        except Exception:
+            self.failed_tasks.add(task_id)
+            raise
+
+
+def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    records = event.get("Records") or []
+    if records and records[0].get("eventSource") == "aws:sqs":
+        processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+
+        def queued(record: Any) -> None:
+            attributes = record.raw_event.get("attributes", {})
+            sender.deliver_queued(
+                json.loads(record.raw_event["body"]),
+                record.raw_event["receiptHandle"],
+                int(attributes.get("ApproximateReceiveCount", "1")),
+            )
+
+        return process_partial_response(
+            event=event, record_handler=queued, processor=processor, context=context
+        )
+    batch = _StreamBatch(sender)
+    return process_partial_response(
+        event=event,
+        record_handler=batch.record,
+        processor=BatchProcessor(event_type=EventType.DynamoDBStreams),
+        context=context,
+    )

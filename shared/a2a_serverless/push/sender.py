@@ -1,0 +1,191 @@
+"""WebhookSenderFunction: deliver every new event of a task to the task's webhooks.
+
+Two event sources feed it (template.yaml):
+- the table's stream (filter: inserted `E#` event items): each event is POSTed to every
+  push config of its task, in order. A webhook that keeps failing is *parked*: this and all
+  its later events go to a FIFO queue, one message group per task and config, so its order
+  is kept while it is retried, and it never holds back other tasks' deliveries.
+- that FIFO queue: one delivery attempt per message; a retryable failure backs off
+  (visibility timeout, growing with the attempt count) and reports the message failed, which
+  holds its group; after PushMaxAttempts receives the queue dead-letters it.
+Only the sender's own failures (reading the table, the queue) fail stream records; Lambda
+then retries from the earliest failed record (later records of the same task are failed
+with it, so nothing overtakes), bisects, and sends what never succeeds to the on-failure
+queue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from a2a_serverless.models import TaskPushNotificationConfig
+from a2a_serverless.push.delivery import DeliveryResult, post_pinned
+from a2a_serverless.push.ssrf import EgressPolicy, UnsafeWebhookUrl, vet_url
+from a2a_serverless.store import TaskStore
+
+logger = logging.getLogger(__name__)
+
+A2A_MEDIA_TYPE = "application/a2a+json"
+# Attempts on the stream path before a webhook is parked (short: the stream must move on).
+INLINE_ATTEMPTS = 2
+INLINE_BACKOFF_SECONDS = 0.25
+# Backoff of queued retries: base * 2^(receives-1), jittered, capped (SQS allows 12 h).
+QUEUE_BACKOFF_BASE_SECONDS = 5
+QUEUE_BACKOFF_CAP_SECONDS = 900
+
+
+class DeliveryFailed(Exception):
+    """A queued delivery failed retryably: the message goes back to its group."""
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    egress: EgressPolicy
+    retry_queue_url: str
+    connect_timeout: float = 3.0
+    read_timeout: float = 10.0
+
+
+Post = Callable[..., DeliveryResult]
+
+
+def webhook_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
+    headers = {"Content-Type": A2A_MEDIA_TYPE}
+    if config.token:
+        headers["X-A2A-Notification-Token"] = config.token
+    if config.authentication is not None:
+        credentials = config.authentication.credentials
+        headers["Authorization"] = (
+            f"{config.authentication.scheme} {credentials}"
+            if credentials
+            else config.authentication.scheme
+        )
+    return headers
+
+
+class WebhookSender:
+    def __init__(
+        self,
+        store: TaskStore,
+        sqs: Any,
+        config: SenderConfig,
+        post: Post = post_pinned,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.store = store
+        self.sqs = sqs
+        self.config = config
+        self.post = post
+        self.sleep = sleep
+
+    # -- one attempt -----------------------------------------------------------------------
+
+    def attempt(self, config: TaskPushNotificationConfig, body: bytes) -> DeliveryResult:
+        """Vet the URL again (DNS may have changed) and POST once to the pinned address."""
+        try:
+            target = vet_url(config.url, self.config.egress)
+        except UnsafeWebhookUrl as exc:
+            return DeliveryResult(status=None, retryable=False, error=f"refused: {exc.reason}")
+        return self.post(
+            target,
+            body,
+            webhook_headers(config),
+            connect_timeout=self.config.connect_timeout,
+            read_timeout=self.config.read_timeout,
+        )
+
+    # -- stream path -----------------------------------------------------------------------
+
+    def deliver_stream_event(
+        self,
+        task_id: str,
+        seq: int,
+        body: bytes,
+        configs: list[tuple[TaskPushNotificationConfig, bool]],
+        parked_now: set[tuple[str, str]],
+    ) -> None:
+        for config, parked in configs:
+            key = (task_id, config.id or "")
+            if parked or key in parked_now:
+                self.enqueue(task_id, config.id or "", seq)
+                continue
+            result = self._attempt_inline(config, body)
+            if result.ok:
+                continue
+            if not result.retryable:
+                logger.warning(
+                    "webhook %s of task %s refused event %s (%s); not retried",
+                    config.id,
+                    task_id,
+                    seq,
+                    result.error,
+                )
+                continue
+            logger.warning(
+                "webhook %s of task %s failed (%s); parking it on the retry queue",
+                config.id,
+                task_id,
+                result.error,
+            )
+            self.store.park_push_config(task_id, config.id or "")
+            parked_now.add(key)
+            self.enqueue(task_id, config.id or "", seq)
+
+    def _attempt_inline(self, config: TaskPushNotificationConfig, body: bytes) -> DeliveryResult:
+        result = self.attempt(config, body)
+        for attempt in range(1, INLINE_ATTEMPTS):
+            if result.ok or not result.retryable:
+                break
+            self.sleep(random.uniform(0, INLINE_BACKOFF_SECONDS * 2**attempt))
+            result = self.attempt(config, body)
+        return result
+
+    def enqueue(self, task_id: str, config_id: str, seq: int) -> None:
+        group = f"{task_id}#{config_id}"
+        self.sqs.send_message(
+            QueueUrl=self.config.retry_queue_url,
+            MessageBody=json.dumps({"taskId": task_id, "configId": config_id, "seq": seq}),
+            MessageGroupId=hashlib.sha256(group.encode()).hexdigest(),
+            # Retried stream batches enqueue the same event again: SQS drops the copy.
+            MessageDeduplicationId=hashlib.sha256(f"{group}#{seq}".encode()).hexdigest(),
+        )
+
+    # -- queue path ------------------------------------------------------------------------
+
+    def deliver_queued(self, body: dict[str, Any], receipt_handle: str, receives: int) -> None:
+        task_id, config_id, seq = str(body["taskId"]), str(body["configId"]), int(body["seq"])
+        config = self.store.get_push_config(task_id, config_id)
+        if config is None:
+            return  # deleted: deliveries stop
+        event = self.store.get_event(task_id, seq)
+        if event is None:
+            return  # expired
+        payload = json.dumps(event.wire(), separators=(",", ":")).encode()
+        result = self.attempt(config, payload)
+        if result.ok:
+            return
+        if not result.retryable:
+            logger.warning(
+                "webhook %s of task %s refused event %s (%s); not retried",
+                config_id,
+                task_id,
+                seq,
+                result.error,
+            )
+            return
+        delay = min(
+            QUEUE_BACKOFF_CAP_SECONDS, QUEUE_BACKOFF_BASE_SECONDS * 2 ** max(0, receives - 1)
+        )
+        self.sqs.change_message_visibility(
+            QueueUrl=self.config.retry_queue_url,
+            ReceiptHandle=receipt_handle,
+            VisibilityTimeout=int(random.uniform(delay / 2, delay)),
+        )
+        raise DeliveryFailed(f"webhook {config_id} of task {task_id}: {result.error}")

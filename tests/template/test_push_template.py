@@ -1,0 +1,59 @@
+"""The webhook path as deployed: stream mapping, retry queue and dead letters."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.template.sam import resources_of_type
+
+
+def _mappings(cfn: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: props["Properties"]
+        for name, props in resources_of_type(cfn, "AWS::Lambda::EventSourceMapping").items()
+    }
+
+
+def test_stream_mapping_delivers_event_items_with_partial_failures(cfn: dict[str, Any]) -> None:
+    (stream,) = [m for m in _mappings(cfn).values() if "StreamArn" in json.dumps(m)]
+    assert stream["FunctionName"] == {"Ref": "WebhookSenderFunction"}
+    assert stream["EventSourceArn"] == {"Fn::GetAtt": ["TasksTable", "StreamArn"]}
+    assert stream["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert stream["BisectBatchOnFunctionError"] is True
+    assert 1 <= stream["MaximumRetryAttempts"] <= 20
+    assert stream["StartingPosition"] == "TRIM_HORIZON"
+    (pattern,) = [json.loads(f["Pattern"]) for f in stream["FilterCriteria"]["Filters"]]
+    assert pattern == {
+        "eventName": ["INSERT"],
+        "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "E#"}]}}},
+    }
+    destination = stream["DestinationConfig"]["OnFailure"]["Destination"]
+    assert destination == {"Fn::GetAtt": ["PushStreamFailureQueue", "Arn"]}
+
+
+def test_retry_queue_is_fifo_with_a_dead_letter_queue(cfn: dict[str, Any]) -> None:
+    queues = resources_of_type(cfn, "AWS::SQS::Queue")
+    retry = queues["PushRetryQueue"]["Properties"]
+    assert retry["FifoQueue"] is True  # one message group per task and webhook: order kept
+    assert retry["RedrivePolicy"]["deadLetterTargetArn"] == {
+        "Fn::GetAtt": ["PushDeadLetterQueue", "Arn"]
+    }
+    assert retry["RedrivePolicy"]["maxReceiveCount"] == {"Ref": "PushMaxAttempts"}
+    assert queues["PushDeadLetterQueue"]["Properties"]["FifoQueue"] is True
+    # The sender's timeout must fit in the visibility timeout, or a message is received twice.
+    sender = resources_of_type(cfn, "AWS::Lambda::Function")["WebhookSenderFunction"]
+    assert retry["VisibilityTimeout"] >= sender["Properties"]["Timeout"]
+    (queue_mapping,) = [m for m in _mappings(cfn).values() if "PushRetryQueue" in json.dumps(m)]
+    assert queue_mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    for props in queues.values():
+        assert props["Properties"]["SqsManagedSseEnabled"] is True
+
+
+def test_webhooks_are_https_only_unless_configured(sam: dict[str, Any]) -> None:
+    params = sam["Parameters"]
+    assert params["PushAllowHttp"]["Default"] == "false"
+    assert params["PushAllowHosts"]["Default"] == ""
+    env = sam["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["PUSH_ALLOW_HTTP"] == {"Ref": "PushAllowHttp"}
+    assert env["PUSH_ALLOW_HOSTS"] == {"Ref": "PushAllowHosts"}
