@@ -69,6 +69,18 @@ def _load_module(name: str, path: Path) -> Any:
     return module
 
 
+def _resolvable(resolver: Resolver, variables: dict[str, Any]) -> dict[str, Any]:
+    """The variables whose values the local stack can resolve (others name resources it
+    does not create; they are skipped with a warning)."""
+    resolved = {}
+    for key, value in variables.items():
+        try:
+            resolved[key] = resolver.resolve(value)
+        except KeyError as exc:
+            logger.warning("local stack: %s not set (%s)", key, exc)
+    return resolved
+
+
 class _LambdaContext:
     def __init__(self, name: str) -> None:
         self.function_name = name
@@ -405,11 +417,11 @@ class LocalStack:
             self.template.get("Globals", {}).get("Function", {}).get("Environment", {})
         ).get("Variables", {})
         merged: dict[str, str] = {}
-        for key, value in resolver.resolve(globals_env).items():
+        for key, value in _resolvable(resolver, globals_env).items():
             merged[key] = str(value)
         for logical_id, spec in self.functions.items():
             own = resources[logical_id]["Properties"].get("Environment", {}).get("Variables", {})
-            spec.env = {k: str(v) for k, v in resolver.resolve(own).items()}
+            spec.env = {k: str(v) for k, v in _resolvable(resolver, own).items()}
             for key, value in spec.env.items():
                 if key not in _DEPLOY_ONLY_ENV:
                     merged[key] = value

@@ -1,0 +1,1 @@
+"""Push notifications: webhook configs, the SSRF guard and the sender."""
