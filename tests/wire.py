@@ -1,20 +1,32 @@
 """Strict wire checks: every response body the suite sees is parsed with a2a-sdk's protobuf
 types (unknown field or wrong enum spelling = failure), errors as google.rpc.Status, and SSE
-bodies (spec §11.7) frame by frame as `StreamResponse`."""
+bodies (spec §11.7) frame by frame as `StreamResponse`.
+
+JSON-RPC answers of `POST /` are checked by the version the request selected and the method in
+its body: the envelope, 1.0 results and stream events parsed strictly as protobuf, 0.3 results
+and events validated against the 0.3 JSON schema (with unknown fields refused), and error
+objects with their `google.rpc` details."""
 
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from a2a import types as a2a_types
 from google.protobuf import json_format
+from google.protobuf.empty_pb2 import Empty
 from google.protobuf.message import Message as ProtoMessage
+from jsonschema import Draft7Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT7
 
 A2A_DOMAIN = "a2a-protocol.org"
 _TASK_PATH = re.compile(r"^/tasks/[^/]+$")
+_CONFIGS_PATH = re.compile(r"^/tasks/[^/]+/pushNotificationConfigs$")
+_CONFIG_PATH = re.compile(r"^/tasks/[^/]+/pushNotificationConfigs/[^/]+$")
 
 EVENT_STREAM = "text/event-stream"
 # A stream closes after one of these (spec §3.1.2, §11.7: terminal or interrupted).
@@ -71,6 +83,16 @@ def proto_type_for(method: str, path: str) -> type[ProtoMessage] | None:
         return a2a_types.Task
     if method == "POST" and path.startswith("/tasks/") and path.endswith(":cancel"):
         return a2a_types.Task
+    if _CONFIGS_PATH.match(path):
+        if method == "POST":
+            return a2a_types.TaskPushNotificationConfig
+        if method == "GET":
+            return a2a_types.ListTaskPushNotificationConfigsResponse
+    if _CONFIG_PATH.match(path):
+        if method == "GET":
+            return a2a_types.TaskPushNotificationConfig
+        if method == "DELETE":
+            return Empty
     return None
 
 
@@ -194,3 +216,348 @@ def check_sse_frames(
         )
         settled = frame.state in SETTLED_STATES
     return frames
+
+
+# -- JSON-RPC on POST / (spec §9, §5.4; A2A 0.3 compatibility by JSON schema) -----------------
+
+# The released A2A 0.3.0 JSON schema (a2a-protocol.org, Apache-2.0), vendored next to this file.
+SCHEMA_V03_PATH = Path(__file__).resolve().parent / "a2a-v0.3.0.schema.json"
+_SCHEMA_V03: dict[str, Any] = json.loads(SCHEMA_V03_PATH.read_text())
+
+
+def _strict_definitions(definitions: dict[str, Any]) -> dict[str, Any]:
+    """The 0.3 definitions with `additionalProperties: false` on every object definition: a
+    field the 0.3 schema does not know is a failure (0.3 clients would drop it silently)."""
+    strict = {}
+    for name, definition in definitions.items():
+        definition = dict(definition)
+        if "properties" in definition and "additionalProperties" not in definition:
+            definition["additionalProperties"] = False
+        strict[name] = definition
+    return strict
+
+
+def _registry(definitions: dict[str, Any]) -> Registry:
+    root = {"$schema": _SCHEMA_V03["$schema"], "definitions": definitions}
+    return Registry().with_resource("urn:a2a-0.3", Resource.from_contents(root, DRAFT7))
+
+
+_V03_LENIENT = _registry(_SCHEMA_V03["definitions"])
+_V03_STRICT = _registry(_strict_definitions(_SCHEMA_V03["definitions"]))
+
+
+def check_v03(instance: Any, definition: str, *, strict: bool = True) -> Any:
+    """Validate against one definition of the 0.3 JSON schema (strict: no unknown fields)."""
+    registry = _V03_STRICT if strict else _V03_LENIENT
+    validator = Draft7Validator(
+        {"$ref": f"urn:a2a-0.3#/definitions/{definition}"}, registry=registry
+    )
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    assert not errors, f"not a 0.3 {definition}: " + "; ".join(
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors[:5]
+    )
+    return instance
+
+
+# The JSON-RPC responses checked: (version, method, status, "result" | "error" | "sse" | "").
+RPC_CHECKED: list[tuple[str, str, int, str]] = []
+# JSON-RPC SSE bodies checked: (version, method, data frames, comment frames, read to the end).
+RPC_SSE_CHECKED: list[tuple[str, str, int, int, bool]] = []
+
+RPC_V10_RESULT_TYPES: dict[str, type[ProtoMessage]] = {
+    "SendMessage": a2a_types.SendMessageResponse,
+    "GetTask": a2a_types.Task,
+    "CancelTask": a2a_types.Task,
+    "ListTasks": a2a_types.ListTasksResponse,
+    "CreateTaskPushNotificationConfig": a2a_types.TaskPushNotificationConfig,
+    "GetTaskPushNotificationConfig": a2a_types.TaskPushNotificationConfig,
+    "ListTaskPushNotificationConfigs": a2a_types.ListTaskPushNotificationConfigsResponse,
+    "DeleteTaskPushNotificationConfig": Empty,
+    "GetExtendedAgentCard": a2a_types.AgentCard,
+}
+RPC_V10_STREAMS = {"SendStreamingMessage", "SubscribeToTask"}
+# 0.3 result definitions by method (the result of a message/send is a Task or a Message).
+RPC_V03_RESULTS: dict[str, tuple[str, ...]] = {
+    "message/send": ("Task", "Message"),
+    "tasks/get": ("Task",),
+    "tasks/cancel": ("Task",),
+    "tasks/pushNotificationConfig/set": ("TaskPushNotificationConfig",),
+    "tasks/pushNotificationConfig/get": ("TaskPushNotificationConfig",),
+    "agent/getAuthenticatedExtendedCard": ("AgentCard",),
+}
+RPC_V03_STREAMS = {"message/stream", "tasks/resubscribe"}
+_V03_KIND_DEFINITION = {
+    "task": "Task",
+    "message": "Message",
+    "status-update": "TaskStatusUpdateEvent",
+    "artifact-update": "TaskArtifactUpdateEvent",
+}
+V03_SETTLED_STATES = {
+    "completed",
+    "failed",
+    "canceled",
+    "rejected",
+    "input-required",
+    "auth-required",
+}
+# JSON-RPC error codes and the ErrorInfo reason each must carry (spec §5.4, §9.5).
+RPC_ERROR_REASONS = {
+    -32001: "TASK_NOT_FOUND",
+    -32002: "TASK_NOT_CANCELABLE",
+    -32003: "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    -32004: "UNSUPPORTED_OPERATION",
+    -32005: "CONTENT_TYPE_NOT_SUPPORTED",
+    -32006: "INVALID_AGENT_RESPONSE",
+    -32007: "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    -32008: "EXTENSION_SUPPORT_REQUIRED",
+    -32009: "VERSION_NOT_SUPPORTED",
+}
+
+
+def is_jsonrpc_call(method: str, path: str) -> bool:
+    """`POST /` (the interface URL, with or without trailing slash) is the JSON-RPC endpoint."""
+    return method == "POST" and (path.split("?")[0].rstrip("/") == "")
+
+
+@dataclass(frozen=True)
+class RpcRequest:
+    """What the hook knows of a JSON-RPC request: the version it selected and its envelope."""
+
+    version: str  # "1.0", "0.3", or the unsupported value sent
+    payload: Any  # the decoded body, or None when it was not JSON
+    parsed: bool
+
+    @property
+    def is_object(self) -> bool:
+        return isinstance(self.payload, dict)
+
+    @property
+    def has_id(self) -> bool:
+        return self.is_object and "id" in self.payload
+
+    @property
+    def id(self) -> Any:
+        return self.payload.get("id") if self.is_object else None
+
+    @property
+    def method(self) -> str:
+        method = self.payload.get("method") if self.is_object else None
+        return method if isinstance(method, str) else ""
+
+
+def rpc_version(header: str | None, query: str | None) -> str:
+    """The version a request selected, as the server reads it (header, else query; empty = 0.3;
+    the patch number does not count)."""
+    raw = header if header is not None else query
+    raw = (raw or "").strip()
+    return "0.3" if not raw else ".".join(raw.split(".")[:2])
+
+
+def rpc_request(body: bytes, version: str) -> RpcRequest:
+    try:
+        return RpcRequest(version, json.loads(body), True)
+    except (ValueError, UnicodeDecodeError):
+        return RpcRequest(version, None, False)
+
+
+def check_rpc_error(error: Any, *, version: str) -> dict[str, Any]:
+    """A JSON-RPC error object: code int, message str, data = google.rpc details with an
+    ErrorInfo of domain a2a-protocol.org (spec §9.5)."""
+    assert isinstance(error, dict) and set(error) <= {"code", "message", "data"}, error
+    code, message = error.get("code"), error.get("message")
+    assert isinstance(code, int) and not isinstance(code, bool), error
+    assert isinstance(message, str) and message, error
+    assert code in RPC_ERROR_REASONS or code in (-32700, -32600, -32601, -32602, -32603), error
+    data = error.get("data")
+    assert isinstance(data, list) and data, f"data must be an array of details: {error}"
+    infos = [d for d in data if d.get("@type") == "type.googleapis.com/google.rpc.ErrorInfo"]
+    assert len(infos) == 1, error
+    for detail in data:
+        assert isinstance(detail, dict), error
+        assert detail["@type"].startswith("type.googleapis.com/google.rpc."), detail
+        if detail["@type"].endswith(".BadRequest"):
+            assert detail["fieldViolations"], detail
+            for violation in detail["fieldViolations"]:
+                assert set(violation) == {"field", "description"}, violation
+                assert violation["field"] and violation["description"], violation
+    info = infos[0]
+    assert info["domain"] == A2A_DOMAIN, info
+    assert re.fullmatch(r"[A-Z][A-Z0-9_]*", info["reason"]), info
+    assert set(info) <= {"@type", "reason", "domain", "metadata"}, info
+    if code in RPC_ERROR_REASONS:
+        assert info["reason"] == RPC_ERROR_REASONS[code], (code, info)
+    if code == -32602:
+        assert any(d["@type"].endswith(".BadRequest") for d in data), error
+    if version == "0.3":
+        check_v03(error, "JSONRPCError")
+    return error
+
+
+def _check_envelope(payload: Any, request: RpcRequest) -> str:
+    """{"jsonrpc": "2.0", "id": <echoed>, "result" | "error"}; returns which member it has."""
+    assert isinstance(payload, dict), payload
+    members = set(payload) - {"jsonrpc", "id"}
+    assert payload.get("jsonrpc") == "2.0" and "id" in payload, payload
+    assert members in ({"result"}, {"error"}), f"exactly one of result/error: {payload}"
+    kind = members.pop()
+    id_ = payload["id"]
+    assert id_ is None or (isinstance(id_, str | int | float) and not isinstance(id_, bool)), (
+        payload
+    )
+    if kind == "error" and payload["error"].get("code") == -32700:
+        assert id_ is None, f"a parse error must carry id null: {payload}"
+    elif kind == "error" and payload["error"].get("code") in (-32600, -32005):
+        # The id may be undetectable in an invalid request (JSON-RPC 2.0 §5), and a body of a
+        # content type the server does not take is not read: null or echoed.
+        assert id_ is None or (request.has_id and id_ == request.id), payload
+    else:
+        assert request.has_id, f"a notification must not be answered: {payload}"
+        assert id_ == request.id and type(id_) is type(request.id), (request.id, payload)
+    return kind
+
+
+def _check_v10_result(method: str, result: Any) -> Any:
+    proto_type = RPC_V10_RESULT_TYPES.get(method)
+    assert proto_type is not None, f"no 1.0 result type known for {method}"
+    assert isinstance(result, dict), result
+    parsed = parse_strict(result, proto_type)
+    if method == "SendMessage":
+        assert len(result) == 1 and parsed.WhichOneof("payload"), result
+    return parsed
+
+
+def _check_v03_result(method: str, result: Any) -> Any:
+    if method == "tasks/pushNotificationConfig/list":
+        assert isinstance(result, list), result
+        return [check_v03(item, "TaskPushNotificationConfig") for item in result]
+    if method == "tasks/pushNotificationConfig/delete":
+        assert result is None, result
+        return result
+    definitions = RPC_V03_RESULTS.get(method)
+    assert definitions is not None, f"no 0.3 result type known for {method}"
+    if method == "agent/getAuthenticatedExtendedCard":
+        return check_v03(result, "AgentCard", strict=False)
+    if len(definitions) > 1:
+        assert isinstance(result, dict) and result.get("kind") in ("task", "message"), result
+        return check_v03(result, _V03_KIND_DEFINITION[result["kind"]])
+    check_v03(result, definitions[0])
+    if definitions[0] == "Task":
+        assert result["kind"] == "task", result
+    return result
+
+
+def check_jsonrpc_response(request: RpcRequest, status: int, body: bytes | str) -> Any:
+    """Check one non-SSE answer of `POST /`; returns the result (parsed) or the error object."""
+    if status == 204:
+        RPC_CHECKED.append((request.version, request.method, status, ""))
+        assert not body, "204 must have no body"
+        assert request.has_id is False and request.is_object, "only a notification gets 204"
+        return None
+    assert status == 200, f"JSON-RPC answers HTTP 200 (got {status}): {body[:300]!r}"
+    payload = json.loads(body)
+    kind = _check_envelope(payload, request)
+    RPC_CHECKED.append((request.version, request.method, status, kind))
+    if kind == "error":
+        error = check_rpc_error(payload["error"], version=request.version)
+        if request.version == "0.3":
+            check_v03(payload, "JSONRPCErrorResponse")
+        return error
+    method = request.method
+    assert method not in RPC_V10_STREAMS | RPC_V03_STREAMS or request.version not in (
+        "1.0",
+        "0.3",
+    ), f"{method} succeeded without {EVENT_STREAM}"
+    if request.version == "1.0":
+        return _check_v10_result(method, payload["result"])
+    assert request.version == "0.3", f"a result under unsupported version {request.version}"
+    return _check_v03_result(method, payload["result"])
+
+
+@dataclass(frozen=True)
+class RpcEvent:
+    """One JSON-RPC SSE event normalised for the sequence rules: 1.0 or 0.3 spelling."""
+
+    line: str
+    envelope: dict[str, Any]
+    kind: str  # task, message, status, artifact
+    task_id: str | None
+    context_id: str | None
+    state: str | None  # in the version's spelling
+    settled: bool
+    final: bool | None  # the 0.3 `final` flag of a status update
+
+
+def _rpc_event(block: str, request: RpcRequest) -> RpcEvent:
+    assert block.startswith("data: "), f"SSE line is neither `data: ` nor a `:` comment: {block!r}"
+    envelope = json.loads(block[len("data: ") :])
+    kind = _check_envelope(envelope, request)
+    assert kind == "result", f"a stream event must be a result, not an error: {block}"
+    result = envelope["result"]
+    if request.version == "1.0":
+        event = parse_strict(result, a2a_types.StreamResponse)
+        member = event.WhichOneof("payload")
+        assert member and len(result) == 1, block
+        body = result[next(iter(result))]
+        short = {"task": "task", "message": "message", "status_update": "status"}.get(
+            member, "artifact"
+        )
+        task_id = body.get("id") if short == "task" else body.get("taskId")
+        state = body["status"]["state"] if short in ("task", "status") else None
+        settled = state in SETTLED_STATES
+        return RpcEvent(
+            block, envelope, short, task_id, body.get("contextId"), state, settled, None
+        )
+    kind_03 = result.get("kind") if isinstance(result, dict) else None
+    assert kind_03 in _V03_KIND_DEFINITION, f"0.3 stream event without a known kind: {block}"
+    check_v03(result, _V03_KIND_DEFINITION[kind_03])
+    check_v03(envelope, "SendStreamingMessageSuccessResponse", strict=False)
+    short = {"task": "task", "message": "message", "status-update": "status"}.get(
+        kind_03, "artifact"
+    )
+    task_id = result.get("id") if short == "task" else result.get("taskId")
+    state = result["status"]["state"] if short in ("task", "status") else None
+    settled = state in V03_SETTLED_STATES
+    final = result.get("final") if short == "status" else None
+    if short == "status":
+        assert final is settled, f"`final` must be true exactly on the closing update: {block}"
+    return RpcEvent(block, envelope, short, task_id, result.get("contextId"), state, settled, final)
+
+
+def check_jsonrpc_sse(
+    body: bytes | str, *, complete: bool, request: RpcRequest
+) -> list[RpcEvent | None]:
+    """Strict checks of a JSON-RPC SSE body (spec §9.4.2): every `data:` is a JSON-RPC success
+    response with the request's id whose result is a StreamResponse (1.0) or a 0.3 event with
+    its `kind`; the same ordering rules as the HTTP+JSON streams (first a Task or a Message,
+    then updates of that task only, nothing after a terminal or interrupted status); in 0.3,
+    `final` is true exactly on the status update that closes the stream. Comments are None."""
+    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    blocks = text.split("\n\n")
+    rest = blocks.pop()
+    if complete:
+        assert rest == "", f"stream ended inside a frame: {rest[:200]!r}"
+    items: list[RpcEvent | None] = []
+    for block in blocks:
+        assert "\n" not in block and "\r" not in block, f"one line per SSE frame: {block!r}"
+        items.append(None if block.startswith(":") else _rpc_event(block, request))
+    events = [e for e in items if e is not None]
+    RPC_SSE_CHECKED.append(
+        (request.version, request.method, len(events), len(items) - len(events), complete)
+    )
+    assert request.method in (RPC_V10_STREAMS if request.version == "1.0" else RPC_V03_STREAMS)
+    if complete:
+        assert events, "a stream must carry at least one event"
+    if not events:
+        return items
+    first = events[0]
+    assert first.kind in ("task", "message"), f"first event must be a Task or Message: {first.line}"
+    if first.kind == "message":
+        assert len(events) == 1, "a Message-only stream carries exactly one event"
+        return items
+    settled = first.settled
+    for event in events[1:]:
+        assert not settled, f"event after the stream should have closed: {event.line}"
+        assert event.kind in ("status", "artifact"), f"after the Task: {event.line}"
+        assert (event.task_id, event.context_id) == (first.task_id, first.context_id), event.line
+        settled = event.settled
+    return items

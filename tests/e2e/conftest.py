@@ -44,6 +44,7 @@ class Seen:
     method: str
     path: str
     status: int
+    rpc: str | None = None  # "<version> <method>" of a JSON-RPC call on POST /
 
 
 # Every response any e2e client received, and every strict-check failure (kept even if some
@@ -74,12 +75,27 @@ def operation(method: str, path: str) -> str:
     return "Other"
 
 
+def rpc_request_of(request: httpx.Request) -> wire.RpcRequest | None:
+    """The JSON-RPC request an httpx request carried to `POST /`, or None for other routes."""
+    if not wire.is_jsonrpc_call(request.method, request.url.path):
+        return None
+    query = next(
+        (v for k, v in request.url.params.multi_items() if k.lower() == "a2a-version"), None
+    )
+    version = wire.rpc_version(request.headers.get("a2a-version"), query)
+    return wire.rpc_request(request.content, version)
+
+
 def _check(source: str, response: httpx.Response) -> None:
     request = response.request
     path = request.url.path
     _seen(source, response)
     try:
-        wire.check_response(request.method, path, response.status_code, response.content)
+        rpc = rpc_request_of(request)
+        if rpc is not None:
+            wire.check_jsonrpc_response(rpc, response.status_code, response.content)
+        else:
+            wire.check_response(request.method, path, response.status_code, response.content)
     except Exception as exc:
         CHECK_FAILURES.append(
             f"{source} {request.method} {request.url} -> {response.status_code}: {exc!r} "
@@ -107,6 +123,7 @@ class _SseTee:
         self.method = response.request.method
         self.url = str(response.request.url)
         self.path = response.request.url.path
+        self.rpc = rpc_request_of(response.request)
         self.buffer = bytearray()
         self.complete = False
         self.checked = False
@@ -116,9 +133,12 @@ class _SseTee:
             return
         self.checked = True
         try:
-            wire.check_sse_frames(
-                bytes(self.buffer), complete=self.complete, method=self.method, path=self.path
-            )
+            if self.rpc is not None:
+                wire.check_jsonrpc_sse(bytes(self.buffer), complete=self.complete, request=self.rpc)
+            else:
+                wire.check_sse_frames(
+                    bytes(self.buffer), complete=self.complete, method=self.method, path=self.path
+                )
         except Exception as exc:
             CHECK_FAILURES.append(
                 f"{self.source} {self.method} {self.url} (SSE, complete={self.complete}): "
@@ -164,8 +184,16 @@ def _is_event_stream(response: httpx.Response) -> bool:
 
 
 def _seen(source: str, response: httpx.Response) -> None:
+    request = response.request
+    rpc = rpc_request_of(request)
     SEEN.append(
-        Seen(source, response.request.method, response.request.url.path, response.status_code)
+        Seen(
+            source,
+            request.method,
+            request.url.path,
+            response.status_code,
+            f"{rpc.version} {rpc.method}" if rpc is not None else None,
+        )
     )
 
 
@@ -271,7 +299,8 @@ def dev_server_running(
         )
     server = DevServer(base_url, process, log_path)
     deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-    with checked_client(base_url, version=None) as probe:
+    # A plain probe: a server may be started with a card that is not strict 1.0 on purpose.
+    with httpx.Client(base_url=base_url) as probe:
         while True:
             if process.poll() is not None:
                 pytest.fail(

@@ -408,14 +408,29 @@ def _request_object(payload: Any) -> tuple[Any, bool, str, dict[str, Any]]:
     return id_, "id" in payload, method, params
 
 
+def _detect_id(payload: Any) -> tuple[Any, bool]:
+    """The id to answer with even when the rest of the request is invalid (JSON-RPC 2.0 §5:
+    null only when it cannot be detected); a well-formed object without one is a
+    notification."""
+    if not isinstance(payload, dict):
+        return None, True
+    if "id" not in payload:
+        well_formed = payload.get("jsonrpc") == "2.0" and isinstance(payload.get("method"), str)
+        return None, not well_formed
+    id_ = payload["id"]
+    if isinstance(id_, bool) or not isinstance(id_, str | int | float | None):
+        return None, True
+    return id_, True
+
+
 jsonrpc_router = APIRouter()
 
 
 @jsonrpc_router.post("/")
 async def jsonrpc_endpoint(request: Request) -> Response:
     id_: Any = None
+    has_id = True  # until the request is known to be a notification, errors are answered
     try:
-        version = _version(request)
         content_type = request.headers.get("content-type", "")
         if content_type.split(";")[0].strip().lower() not in (
             "application/json",
@@ -426,7 +441,10 @@ async def jsonrpc_endpoint(request: Request) -> Response:
             payload = json.loads(await read_body(request))
         except (ValueError, UnicodeDecodeError) as exc:
             raise RpcError(PARSE_ERROR, f"Invalid JSON payload: {exc}", "JSON_PARSE") from None
+        id_, has_id = _detect_id(payload)
         id_, has_id, method, params = _request_object(payload)
+        # The version is checked once the id is known, so its error echoes the request's id.
+        version = _version(request)
         handler = METHODS[version].get(method)
         if handler is None:
             raise _method_not_found(method, version)
@@ -434,6 +452,9 @@ async def jsonrpc_endpoint(request: Request) -> Response:
         service = get_service()
         result = await run_in_threadpool(handler, service, call)
     except Exception as exc:  # every failure is a JSON-RPC error object
+        if not has_id:
+            _classify(exc)  # logs what must be logged; a notification gets no reply (§4.1)
+            return Response(status_code=204)
         return _reply(id_, error=exc)
     if not has_id:
         return Response(status_code=204)  # a notification: no response (JSON-RPC 2.0 §4.1)
