@@ -54,13 +54,17 @@ class Settings(BaseSettings):
         "anonymous", description="Owner of tasks when no authenticated principal is present."
     )
     push_notifications: bool = Field(
-        False, description="Offer push notifications (webhooks); false answers the capability error."
+        True, description="Offer push notifications (webhooks); false: capability errors."
     )
     push_allow_http: bool = Field(False, description="Allow http:// webhooks (development).")
     push_allow_hosts: str = Field(
         "", description="Comma-separated hosts, IPs or CIDRs exempt from the SSRF address checks."
     )
     push_retry_queue_url: str = Field("", description="FIFO queue of parked webhook deliveries.")
+    push_retry_base_seconds: float = Field(
+        5.0, ge=0, description="First backoff of a parked webhook; doubles per attempt."
+    )
+    push_retry_cap_seconds: float = Field(900.0, ge=0, le=43_200)
     push_connect_timeout: float = Field(3.0, gt=0)
     push_read_timeout: float = Field(10.0, gt=0)
     aws_endpoint_url: str = Field("", description="Override AWS endpoint (local tools only).")

@@ -83,6 +83,8 @@ def get_webhook_sender() -> WebhookSender:
             retry_queue_url=settings.push_retry_queue_url,
             connect_timeout=settings.push_connect_timeout,
             read_timeout=settings.push_read_timeout,
+            retry_base_seconds=settings.push_retry_base_seconds,
+            retry_cap_seconds=settings.push_retry_cap_seconds,
         ),
     )
 

@@ -17,6 +17,7 @@ from a2a.client import A2ACardResolver
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     ListTasksResponse,
     Message,
@@ -114,9 +115,13 @@ async def test_card_is_resolved_client_side(base_url: str) -> None:
     interfaces = [
         (i.protocol_binding, i.protocol_version, i.url) for i in card.supported_interfaces
     ]
-    assert interfaces == [("HTTP+JSON", "1.0", base_url)]
+    assert interfaces == [
+        ("JSONRPC", "1.0", base_url),
+        ("HTTP+JSON", "1.0", base_url),
+        ("JSONRPC", "0.3", base_url),
+    ]
     assert card.capabilities.streaming is True
-    assert card.capabilities.push_notifications is False
+    assert card.capabilities.push_notifications is True
     assert [skill.id for skill in card.skills] == ["echo"]
     assert "text/plain" in card.default_input_modes
     assert "text/plain" in card.default_output_modes
@@ -385,15 +390,26 @@ async def test_steps_directive_completes_over_several_steps(agent: Agent) -> Non
 # -- capabilities this agent does not have -----------------------------------------------------
 
 
-async def test_push_config_is_not_supported(agent: Agent) -> None:
+async def test_push_config_crud_and_inline(agent: Agent) -> None:
     task = await send(agent, "for push")
-    config = TaskPushNotificationConfig(task_id=task.id, url="https://example.com/hook")
-    with pytest.raises(a2a_errors.PushNotificationNotSupportedError):
-        await agent.client.create_task_push_notification_config(config)
+    config = TaskPushNotificationConfig(task_id=task.id, url="http://127.0.0.1:9/hook")
+    created = await agent.client.create_task_push_notification_config(config)
+    assert created.id and created.task_id == task.id
     request = SendMessageRequest(
         message=user_message("with push"),
-        configuration=SendMessageConfiguration(task_push_notification_config=config),
+        configuration=SendMessageConfiguration(
+            task_push_notification_config=TaskPushNotificationConfig(
+                url="http://127.0.0.1:9/inline", token="inline-token"
+            )
+        ),
     )
-    with pytest.raises(a2a_errors.PushNotificationNotSupportedError):
-        _ = [r async for r in agent.client.send_message(request)]
-    assert (await list_tasks(agent)).total_size == 1
+    responses = [r async for r in agent.client.send_message(request)]
+    inline_task = responses[-1].task if responses[-1].HasField("task") else None
+    inline_id = inline_task.id if inline_task else responses[0].task.id
+    listed = await agent.client.list_task_push_notification_configs(
+        ListTaskPushNotificationConfigsRequest(task_id=inline_id)
+    )
+    assert [(c.url, c.token) for c in listed.configs] == [
+        ("http://127.0.0.1:9/inline", "inline-token")
+    ]
+    assert (await list_tasks(agent)).total_size == 2

@@ -65,7 +65,7 @@ def test_card_push_and_extended_card_events(local_stack: LocalStack) -> None:
         local_stack.handler_for("PushConfigFunction"),
         load_event("push_config_list.json", task_id="0f1e2d3c-aaaa-bbbb-cccc-000000000000"),
     )
-    assert push.status == 400 and push.reason == "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    assert push.status == 404 and push.reason == "TASK_NOT_FOUND"
 
 
 def test_buffered_responses_reach_the_client_as_json(local_stack: LocalStack, alice: A2A) -> None:

@@ -3,6 +3,9 @@
 - DynamoDB table and state machine are created from template.yaml (same properties).
 - Step Functions executions run in moto's interpreter; their Lambda tasks call the real
   handlers in-process (moto would otherwise need Docker to run Lambda code).
+- SQS queues are created from template.yaml; the functions' DynamoDB and SQS event sources
+  are polled by threads that invoke the real handlers as Lambda's mappings would
+  (local/events.py).
 - Every function's FastAPI app is served behind one ASGI gateway with the template's routes.
 """
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from a2a_serverless.local.events import EventSources, QueueMapping, StreamMapping, parse_filters
 from a2a_serverless.local.template import Resolver, load_template, parameter_defaults
 
 logger = logging.getLogger(__name__)
@@ -34,7 +38,10 @@ LOCAL_PRINCIPAL_HEADER = "x-local-principal"
 # Emulation-only variables of the deployed functions, meaningless in-process.
 _DEPLOY_ONLY_ENV = {"AWS_LAMBDA_EXEC_WRAPPER", "AWS_LWA_INVOKE_MODE", "PORT"}
 # Variables that name the stack's own resources: always the local ones.
-_RESOURCE_ENV = {"TABLE_NAME", "STATE_MACHINE_ARN"}
+_RESOURCE_ENV = {"TABLE_NAME", "STATE_MACHINE_ARN", "PUSH_RETRY_QUEUE_URL"}
+# Parameter values of the local stack where the template's defaults are for deployment: the
+# developer's webhook receiver runs on this machine, over http.
+LOCAL_PARAMETERS = {"PushAllowHttp": "true", "PushAllowHosts": "127.0.0.1,localhost,::1"}
 
 
 def project_root() -> Path:
@@ -81,6 +88,15 @@ def _resolvable(resolver: Resolver, variables: dict[str, Any]) -> dict[str, Any]
     return resolved
 
 
+def _queue_attribute(value: Any) -> str:
+    """A CloudFormation queue property as the SQS API attribute string."""
+    if isinstance(value, dict):  # RedrivePolicy: JSON with a numeric maxReceiveCount
+        return json.dumps({k: int(v) if k == "maxReceiveCount" else v for k, v in value.items()})
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
 class _LambdaContext:
     def __init__(self, name: str) -> None:
         self.function_name = name
@@ -103,10 +119,18 @@ class LocalStack:
         root: Path | None = None,
         parameters: dict[str, str] | None = None,
         env_overrides: dict[str, str] | None = None,
+        event_sources: bool = True,
     ) -> None:
         self.root = root or project_root()
         self.template = load_template(self.root / "template.yaml")
-        self.parameters = {**parameter_defaults(self.template), **(parameters or {})}
+        self.parameters = {
+            **parameter_defaults(self.template),
+            **LOCAL_PARAMETERS,
+            **(parameters or {}),
+        }
+        self.with_event_sources = event_sources
+        self.event_sources: EventSources | None = None
+        self.queues: dict[str, str] = {}  # logical id -> queue URL
         self.env_overrides = env_overrides or {}
         self.functions: dict[str, FunctionSpec] = {}
         self.env: dict[str, str] = {}
@@ -140,6 +164,7 @@ class LocalStack:
             {**self.parameters, "AWS::Region": REGION, "AWS::AccountId": ACCOUNT}, {}, {}
         )
         self._create_table(resources, resolver)
+        self._create_queues(resources, resolver)
         self._create_functions(resources, resolver)
         self._create_state_machine(resources, resolver)
         self._collect_function_env(resources, resolver)
@@ -154,9 +179,15 @@ class LocalStack:
         from a2a_serverless import wiring
 
         wiring.reset()
+        if self.with_event_sources:
+            self.event_sources = self._create_event_sources(resources, resolver)
+            self.event_sources.start()
         return self
 
     def stop(self) -> None:
+        if self.event_sources is not None:
+            self.event_sources.stop()
+            self.event_sources = None
         for target, name, original in reversed(self._patches):
             setattr(target, name, original)
         self._patches.clear()
@@ -189,16 +220,21 @@ class LocalStack:
         setattr(target, name, replacement)
 
     def _serialize_dynamodb(self) -> None:
-        """moto's DynamoDB is not thread-safe; serialise its calls as the real service's
-        conditions and transactions are atomic."""
+        """moto's DynamoDB and SQS are not thread-safe; serialise their calls as the real
+        services' conditions, transactions and receives are atomic."""
         from moto.core.botocore_stubber import BotocoreStubber
 
         lock = threading.RLock()
         original = BotocoreStubber.__call__
 
+        queue_lock = threading.RLock()
+
         def locked_call(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
-            if ".dynamodb." in event_name:
+            if ".dynamodb." in event_name or ".dynamodbstreams." in event_name:
                 with lock:
+                    return original(self, event_name, request, **kwargs)
+            if ".sqs." in event_name:  # pollers and senders share moto's queues
+                with queue_lock:
                     return original(self, event_name, request, **kwargs)
             return original(self, event_name, request, **kwargs)
 
@@ -327,6 +363,98 @@ class LocalStack:
             resolver.attributes[f"{logical_id}.Arn"] = description["TableArn"]
             if "LatestStreamArn" in description:
                 resolver.attributes[f"{logical_id}.StreamArn"] = description["LatestStreamArn"]
+
+    def _create_queues(self, resources: dict[str, Any], resolver: Resolver) -> None:
+        """Every AWS::SQS::Queue, dead-letter targets first (a redrive policy names one)."""
+        sqs = self._client("sqs")
+        pending = {k: v for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"}
+        while pending:
+            created = False
+            for logical_id, resource in list(pending.items()):
+                try:
+                    props = resolver.resolve(resource.get("Properties") or {})
+                except KeyError:
+                    continue  # its dead-letter queue is not created yet
+                fifo = str(props.get("FifoQueue", "false")).lower() == "true"
+                name = props.get("QueueName") or f"{STACK}-{logical_id}" + (".fifo" if fifo else "")
+                attributes = {
+                    key: _queue_attribute(value)
+                    for key, value in props.items()
+                    if key not in ("QueueName", "Tags", "SqsManagedSseEnabled")
+                }
+                url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+                arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+                    "Attributes"
+                ]["QueueArn"]
+                resolver.refs[logical_id] = url
+                resolver.attributes[f"{logical_id}.Arn"] = arn
+                resolver.attributes[f"{logical_id}.QueueName"] = name
+                resolver.attributes[f"{logical_id}.QueueUrl"] = url
+                self.queues[logical_id] = url
+                del pending[logical_id]
+                created = True
+            if not created:
+                raise ValueError(f"local stack: cannot create queues {sorted(pending)}")
+
+    def _create_event_sources(self, resources: dict[str, Any], resolver: Resolver) -> EventSources:
+        """One poller per DynamoDB or SQS event of a function, as its Lambda mapping."""
+        arn_to_url = {
+            resolver.attributes[f"{logical_id}.Arn"]: url for logical_id, url in self.queues.items()
+        }
+        mappings: list[Any] = []
+        for logical_id in self.functions:
+            events = resources[logical_id]["Properties"].get("Events") or {}
+            for event_name, event in events.items():
+                if event.get("Type") not in ("DynamoDB", "SQS"):
+                    continue
+                props = resolver.resolve(event["Properties"])
+                invoke = self._event_invoker(logical_id)
+                name = f"{logical_id}.{event_name}"
+                item_failures = "ReportBatchItemFailures" in (
+                    props.get("FunctionResponseTypes") or []
+                )
+                if event["Type"] == "DynamoDB":
+                    destination = (
+                        (props.get("DestinationConfig") or {}).get("OnFailure") or {}
+                    ).get("Destination")
+                    mappings.append(
+                        StreamMapping(
+                            name=name,
+                            invoke=invoke,
+                            streams=self._client("dynamodbstreams"),
+                            sqs=self._client("sqs"),
+                            stream_arn=props["Stream"],
+                            batch_size=int(props.get("BatchSize", 100)),
+                            filters=parse_filters(props.get("FilterCriteria")),
+                            report_item_failures=item_failures,
+                            bisect=str(props.get("BisectBatchOnFunctionError", "false")).lower()
+                            == "true",
+                            maximum_retry_attempts=int(props.get("MaximumRetryAttempts", -1)),
+                            on_failure_queue_url=arn_to_url.get(destination or ""),
+                            starting_position=str(props.get("StartingPosition", "TRIM_HORIZON")),
+                        )
+                    )
+                else:
+                    mappings.append(
+                        QueueMapping(
+                            name=name,
+                            invoke=invoke,
+                            sqs=self._client("sqs"),
+                            queue_url=arn_to_url[props["Queue"]],
+                            queue_arn=props["Queue"],
+                            batch_size=int(props.get("BatchSize", 10)),
+                            report_item_failures=item_failures,
+                        )
+                    )
+        return EventSources(mappings)
+
+    def _event_invoker(self, logical_id: str) -> Callable[[dict[str, Any]], Any]:
+        name = f"{STACK}-{logical_id}"
+
+        def invoke(event: dict[str, Any]) -> Any:
+            return self.handler_for(logical_id)(event, _LambdaContext(name))
+
+        return invoke
 
     def _create_functions(self, resources: dict[str, Any], resolver: Resolver) -> None:
         iam = self._client("iam")

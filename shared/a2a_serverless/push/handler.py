@@ -50,8 +50,10 @@ def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> dict[s
     records = event.get("Records") or []
     if records and records[0].get("eventSource") == "aws:sqs":
         processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+        attempted: set[str] = set()
 
         def queued(record: Any) -> None:
+            attempted.add(record.message_id)
             attributes = record.raw_event.get("attributes", {})
             sender.deliver_queued(
                 json.loads(record.raw_event["body"]),
@@ -59,9 +61,21 @@ def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> dict[s
                 int(attributes.get("ApproximateReceiveCount", "1")),
             )
 
-        return process_partial_response(
+        response = process_partial_response(
             event=event, record_handler=queued, processor=processor, context=context
         )
+        # Messages skipped behind a failed one of their group were not attempted: make them
+        # visible again now (the group stays locked while the failed one backs off) instead of
+        # after the queue's whole visibility timeout.
+        failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        sender.release(
+            [
+                r["receiptHandle"]
+                for r in records
+                if r["messageId"] in failed and r["messageId"] not in attempted
+            ]
+        )
+        return response
     batch = _StreamBatch(sender)
     return process_partial_response(
         event=event,

@@ -36,9 +36,6 @@ A2A_MEDIA_TYPE = "application/a2a+json"
 # Attempts on the stream path before a webhook is parked (short: the stream must move on).
 INLINE_ATTEMPTS = 2
 INLINE_BACKOFF_SECONDS = 0.25
-# Backoff of queued retries: base * 2^(receives-1), jittered, capped (SQS allows 12 h).
-QUEUE_BACKOFF_BASE_SECONDS = 5
-QUEUE_BACKOFF_CAP_SECONDS = 900
 
 
 class DeliveryFailed(Exception):
@@ -51,6 +48,9 @@ class SenderConfig:
     retry_queue_url: str
     connect_timeout: float = 3.0
     read_timeout: float = 10.0
+    # Backoff of queued retries: base * 2^(receives-1), jittered, capped (SQS allows 12 h).
+    retry_base_seconds: float = 5.0
+    retry_cap_seconds: float = 900.0
 
 
 Post = Callable[..., DeliveryResult]
@@ -159,6 +159,17 @@ class WebhookSender:
 
     # -- queue path ------------------------------------------------------------------------
 
+    def release(self, receipt_handles: list[str]) -> None:
+        """Make received messages visible again at once (they were not attempted)."""
+        for start in range(0, len(receipt_handles), 10):
+            self.sqs.change_message_visibility_batch(
+                QueueUrl=self.config.retry_queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": 0}
+                    for i, handle in enumerate(receipt_handles[start : start + 10])
+                ],
+            )
+
     def deliver_queued(self, body: dict[str, Any], receipt_handle: str, receives: int) -> None:
         task_id, config_id, seq = str(body["taskId"]), str(body["configId"]), int(body["seq"])
         config = self.store.get_push_config(task_id, config_id)
@@ -181,11 +192,12 @@ class WebhookSender:
             )
             return
         delay = min(
-            QUEUE_BACKOFF_CAP_SECONDS, QUEUE_BACKOFF_BASE_SECONDS * 2 ** max(0, receives - 1)
+            self.config.retry_cap_seconds,
+            self.config.retry_base_seconds * 2 ** max(0, receives - 1),
         )
         self.sqs.change_message_visibility(
             QueueUrl=self.config.retry_queue_url,
             ReceiptHandle=receipt_handle,
-            VisibilityTimeout=int(random.uniform(delay / 2, delay)),
+            VisibilityTimeout=round(random.uniform(delay / 2, delay)),
         )
         raise DeliveryFailed(f"webhook {config_id} of task {task_id}: {result.error}")

@@ -1,0 +1,181 @@
+"""The webhook sender's decisions, against moto (table and queue) with a scripted receiver."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from a2a_serverless import wiring
+from a2a_serverless.local.stack import LocalStack
+from a2a_serverless.models import (
+    AuthenticationInfo,
+    StreamResponse,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a_serverless.push.delivery import DeliveryResult
+from a2a_serverless.push.sender import SenderConfig, WebhookSender, webhook_headers
+from a2a_serverless.push.ssrf import EgressPolicy, VettedTarget
+
+OK = DeliveryResult(status=200, retryable=False, error=None)
+DOWN = DeliveryResult(status=503, retryable=True, error="HTTP 503")
+GONE = DeliveryResult(status=404, retryable=False, error="HTTP 404")
+
+
+class Receiver:
+    """Scripted answers, recording what was posted (the `post` seam of the sender)."""
+
+    def __init__(self, answers: list[DeliveryResult]) -> None:
+        self.answers = answers
+        self.calls: list[tuple[VettedTarget, bytes, dict[str, str]]] = []
+
+    def __call__(self, target: VettedTarget, body: bytes, headers: Any, **_: Any) -> Any:
+        self.calls.append((target, body, dict(headers)))
+        return self.answers.pop(0) if self.answers else OK
+
+
+@pytest.fixture
+def stack() -> Iterator[LocalStack]:
+    with LocalStack(event_sources=False) as stack:  # the sender is driven by hand here
+        yield stack
+
+
+@pytest.fixture
+def queue_url(stack: LocalStack) -> str:
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    return sqs.create_queue(QueueName="sender-test.fifo", Attributes={"FifoQueue": "true"})[
+        "QueueUrl"
+    ]
+
+
+def _sender(queue_url: str, receiver: Receiver, allow: bool = True) -> WebhookSender:
+    policy = EgressPolicy(
+        allow_http=True, allow_hosts=frozenset({"127.0.0.1"}) if allow else frozenset()
+    )
+    return WebhookSender(
+        wiring.get_store(),
+        boto3.client("sqs", region_name="us-east-1"),
+        SenderConfig(egress=policy, retry_queue_url=queue_url),
+        post=receiver,
+        sleep=lambda _: None,
+    )
+
+
+def _config(task_id: str, config_id: str = "c1") -> TaskPushNotificationConfig:
+    return TaskPushNotificationConfig(
+        id=config_id,
+        task_id=task_id,
+        url="http://127.0.0.1:9/hook",
+        token="tok",
+        authentication=AuthenticationInfo(scheme="Bearer", credentials="secret"),
+    )
+
+
+def _body(task_id: str, state: TaskState) -> bytes:
+    event = StreamResponse(
+        status_update=TaskStatusUpdateEvent(
+            task_id=task_id, context_id="ctx", status=TaskStatus(state=state)
+        )
+    )
+    return json.dumps(event.wire()).encode()
+
+
+def _queued(queue_url: str) -> list[dict[str, Any]]:
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    found = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
+    return [json.loads(m["Body"]) for m in found.get("Messages", [])]
+
+
+def test_headers_carry_token_and_authorization() -> None:
+    headers = webhook_headers(_config("t"))
+    assert headers == {
+        "Content-Type": "application/a2a+json",
+        "X-A2A-Notification-Token": "tok",
+        "Authorization": "Bearer secret",
+    }
+    bare = TaskPushNotificationConfig(url="https://x.example/")
+    assert webhook_headers(bare) == {"Content-Type": "application/a2a+json"}
+
+
+def test_success_posts_the_event_bytes_to_the_pinned_address(queue_url: str) -> None:
+    receiver = Receiver([OK])
+    sender = _sender(queue_url, receiver)
+    body = _body("t1", TaskState.WORKING)
+    sender.deliver_stream_event("t1", 3, body, [(_config("t1"), False)], set())
+    (target, posted, headers) = receiver.calls[0]
+    assert posted == body and target.address == "127.0.0.1" and target.port == 9
+    assert headers["X-A2A-Notification-Token"] == "tok"
+    assert _queued(queue_url) == []
+
+
+def test_a_failing_webhook_is_parked_and_later_events_queue_behind_it(
+    stack: LocalStack, queue_url: str
+) -> None:
+    store = wiring.get_store()
+    config = _config("t2")
+    store.put_push_config(config)
+    receiver = Receiver([DOWN, DOWN])  # both inline attempts fail
+    sender = _sender(queue_url, receiver)
+    parked: set[tuple[str, str]] = set()
+    sender.deliver_stream_event("t2", 1, _body("t2", TaskState.WORKING), [(config, False)], parked)
+    sender.deliver_stream_event(
+        "t2", 2, _body("t2", TaskState.COMPLETED), [(config, False)], parked
+    )
+    assert len(receiver.calls) == 2  # event 2 was not attempted: it must not overtake event 1
+    assert [m["seq"] for m in _queued(queue_url)] == [1, 2]
+    assert store.list_push_configs("t2") == [(config, True)]  # later batches see it parked
+
+
+def test_a_refusing_webhook_is_not_retried(queue_url: str) -> None:
+    receiver = Receiver([GONE])
+    sender = _sender(queue_url, receiver)
+    sender.deliver_stream_event(
+        "t3", 1, _body("t3", TaskState.WORKING), [(_config("t3"), False)], set()
+    )
+    assert len(receiver.calls) == 1 and _queued(queue_url) == []
+
+
+def test_unsafe_urls_are_never_posted(queue_url: str) -> None:
+    receiver = Receiver([])
+    sender = _sender(queue_url, receiver, allow=False)  # production policy: loopback refused
+    result = sender.attempt(_config("t4"), b"{}")
+    assert not result.ok and not result.retryable and result.error.startswith("refused")
+    assert receiver.calls == []
+
+
+def test_queued_delivery_backs_off_and_reports_failure(stack: LocalStack, queue_url: str) -> None:
+    store = wiring.get_store()
+    service = wiring.get_service()
+    from a2a_serverless.models import SendMessageRequest
+
+    created = service.send_message(
+        "alice",
+        SendMessageRequest.model_validate(
+            {
+                "message": {"messageId": "m", "role": "user", "parts": [{"text": "hi"}]},
+                "configuration": {"returnImmediately": True},
+            }
+        ),
+    )
+    task_id = created.task.id
+    config = _config(task_id)
+    store.put_push_config(config)
+    sender = _sender(queue_url, Receiver([DOWN]))
+    sender.enqueue(task_id, "c1", 1)
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    (message,) = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1)["Messages"]
+    with pytest.raises(Exception, match="HTTP 503"):
+        sender.deliver_queued(json.loads(message["Body"]), message["ReceiptHandle"], receives=3)
+    # A deleted config stops deliveries: the message succeeds without a POST.
+    store.delete_push_config(task_id, "c1")
+    quiet = Receiver([])
+    _sender(queue_url, quiet).deliver_queued(
+        {"taskId": task_id, "configId": "c1", "seq": 1}, "x", 1
+    )
+    assert quiet.calls == []
