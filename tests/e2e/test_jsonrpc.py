@@ -572,3 +572,49 @@ def test_failing_notification_gets_no_reply(base_url: str) -> None:
             "/", json={"jsonrpc": "2.0", "method": "GetTask", "params": {"id": "x"}}
         )
     assert response.status_code == 204 and response.content == b"", response.text
+
+
+# -- one task, every binding ---------------------------------------------------------------------
+
+
+def test_cross_binding_create_read_stream_cancel(raw: Callable[..., httpx.Client]) -> None:
+    """Spec §5.1 functional equivalence: a task created over one binding is the same task over
+    the others (same owner), whichever reads, streams or cancels it."""
+    principal = new_principal("cross")
+    rest = raw(principal=principal, version="1.0")
+    v10 = raw(principal=principal, version="1.0")
+    v03 = raw(principal=principal, version=None)
+
+    # Created over HTTP+JSON, read over JSON-RPC 1.0 and 0.3, watched over 1.0, cancelled over
+    # 0.3, and the outcome read back over HTTP+JSON.
+    body = {"message": rpc.msg10("cross [slow=20]"), "configuration": {"returnImmediately": True}}
+    created = rest.post("/message:send", json=body).json()["task"]
+    task_id = created["id"]
+    assert rpc.result(v10, "GetTask", {"id": task_id})["contextId"] == created["contextId"]
+    assert rpc.result(v03, "tasks/get", {"id": task_id})["kind"] == "task"
+    with v10.stream("POST", "/", json=rpc.request_body("SubscribeToTask", {"id": task_id})) as s:
+        lines = s.iter_lines()
+        first = json.loads(next(line for line in lines if line.startswith("data: "))[6:])
+        assert first["result"]["task"]["id"] == task_id, first
+        canceled = rpc.result(v03, "tasks/cancel", {"id": task_id})
+        assert canceled["status"]["state"] == "canceled", canceled
+        last = None
+        for line in lines:
+            if line.startswith("data: "):
+                last = json.loads(line[6:])["result"]
+        assert last and last["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED", last
+    assert rest.get(f"/tasks/{task_id}").json()["status"]["state"] == "TASK_STATE_CANCELED"
+
+    # Created over 0.3, listed over JSON-RPC 1.0, read over HTTP+JSON, and continued (the
+    # second turn of an input-required task) over 1.0.
+    asked = rpc.result(v03, "message/send", {"message": rpc.msg03("two turns [input]")})
+    assert asked["status"]["state"] == "input-required", asked
+    listed = rpc.result(v10, "ListTasks", {"contextId": asked["contextId"]})
+    assert [t["id"] for t in listed["tasks"]] == [asked["id"]], listed
+    got = rest.get(f"/tasks/{asked['id']}").json()
+    assert got["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", got
+    follow = rpc.msg10("answer", task_id=asked["id"], context_id=asked["contextId"])
+    done = rpc.result(v10, "SendMessage", {"message": follow})["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert rpc.text10(done) == "Echo: two turns [input] + answer"
+    assert rpc.text03(rpc.result(v03, "tasks/get", {"id": asked["id"]})) == rpc.text10(done)
