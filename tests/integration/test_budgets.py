@@ -6,14 +6,20 @@ table printed under `pytest -s` is the one in docs/budgets.md; keep both in step
 
 from __future__ import annotations
 
+import http.server
+import threading
 from collections import Counter
+from typing import Any, ClassVar
 
+from a2a_serverless import wiring
 from a2a_serverless.local.stack import LocalStack
+from a2a_serverless.models import TaskPushNotificationConfig
 from tests.integration.harness import (
     A2A,
     ROOT,
     WORKER,
     CallCounter,
+    event_log,
     wait_idle,
     wait_state,
 )
@@ -117,3 +123,56 @@ def test_non_blocking_send_reads_nothing(local_stack: LocalStack) -> None:
         assert alice.send("hi", blocking=False).status == 200
     counter.close()
     assert dict(calls) == {"TransactWriteItems": 1}
+
+
+# -- webhook sender ------------------------------------------------------------------------------
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    """A webhook that accepts everything (what the sender reads, not what it posts, counts)."""
+
+    posted: ClassVar[list[bytes]] = []
+
+    def do_POST(self) -> None:
+        self.posted.append(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_webhook_sender_budgets() -> None:
+    """Per stream batch: one Query per task in it (its configs), nothing per event; per queued
+    delivery: two GetItems (config and event). The batch is polled by hand from the table's
+    stream, with the template's mapping settings (filter, batch size)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    hook = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    try:
+        with LocalStack(event_sources="manual") as stack:
+            assert stack.event_sources is not None
+            stream = stack.event_sources.by_name("WebhookSenderFunction.TaskEvents")
+            queue = stack.event_sources.by_name("WebhookSenderFunction.Retries")
+            alice = A2A(stack, "alice")
+            first = alice.send("a b c d e f g h").json["task"]["id"]
+            second = alice.send("i j k l").json["task"]["id"]
+            push = wiring.get_push()
+            push.create("alice", first, TaskPushNotificationConfig(url=hook))
+            counter = CallCounter()
+            with counter.measure("stream batch") as batch:
+                while stream.poll_once():
+                    pass
+            assert stream.invocations == 1  # two tasks' events in one filtered batch
+            assert dict(batch) == {"Query": 2}, batch
+            events = len(event_log(stack, first))
+            assert len(_Receiver.posted) == events  # only the first task has a webhook
+            wiring.get_webhook_sender().enqueue(first, push.list("alice", first).configs[0].id, 1)
+            with counter.measure("queued delivery") as queued:
+                assert queue.poll_once()
+            assert dict(queued) == {"GetItem": 2}, queued
+            assert len(_Receiver.posted) == events + 1
+            assert second  # its events were read in the batch, and cost no call of their own
+            counter.close()
+    finally:
+        server.shutdown()

@@ -119,7 +119,7 @@ class LocalStack:
         root: Path | None = None,
         parameters: dict[str, str] | None = None,
         env_overrides: dict[str, str] | None = None,
-        event_sources: bool = True,
+        event_sources: bool | str = True,
     ) -> None:
         self.root = root or project_root()
         self.template = load_template(self.root / "template.yaml")
@@ -128,7 +128,11 @@ class LocalStack:
             **LOCAL_PARAMETERS,
             **(parameters or {}),
         }
-        self.with_event_sources = event_sources
+        # True: pollers run in threads (as deployed); "manual": mappings built, polled by the
+        # caller (deterministic tests); False: none.
+        self.event_source_mode = {True: "threads", False: "off"}.get(event_sources, event_sources)
+        if self.event_source_mode not in ("threads", "manual", "off"):
+            raise ValueError(f"event_sources must be True, False or 'manual': {event_sources!r}")
         self.event_sources: EventSources | None = None
         self.queues: dict[str, str] = {}  # logical id -> queue URL
         self.env_overrides = env_overrides or {}
@@ -179,8 +183,9 @@ class LocalStack:
         from a2a_serverless import wiring
 
         wiring.reset()
-        if self.with_event_sources:
+        if self.event_source_mode != "off":
             self.event_sources = self._create_event_sources(resources, resolver)
+        if self.event_sources is not None and self.event_source_mode == "threads":
             self.event_sources.start()
         return self
 
