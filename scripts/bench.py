@@ -36,6 +36,7 @@ FUNCTIONS = {
     "StreamFunction": "functions/stream/app.py",
     "PushConfigFunction": "functions/push_config/app.py",
     "FlowWorkerFunction": "functions/flow_worker/app.py",
+    "WebhookSenderFunction": "functions/webhook_sender/app.py",
 }
 HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 
@@ -132,7 +133,18 @@ async def http_phase(requests: int, concurrency: int) -> dict[str, Any]:
     from a2a_serverless import wiring
     from a2a_serverless.local.stack import LocalStack
 
-    stack = LocalStack().start()
+    # Event sources polled by hand, so the sender's share of a task is counted exactly.
+    stack = LocalStack(event_sources="manual").start()
+    assert stack.event_sources is not None
+    task_events = stack.event_sources.by_name("WebhookSenderFunction.TaskEvents")
+
+    def run_webhook_sender() -> int:
+        """Invoke the sender for everything on the stream; returns the invocations."""
+        before = task_events.invocations
+        while task_events.poll_once():
+            pass
+        return task_events.invocations - before
+
     invocations: Counter[str] = Counter()
     original_invoke = stack._invoke
 
@@ -204,13 +216,17 @@ async def http_phase(requests: int, concurrency: int) -> dict[str, Any]:
                 for name, values in samples.items()
             }
 
-            # Units for exactly one blocking echo task, start to finish.
+            # Units for exactly one blocking echo task, start to finish (its stream batch
+            # included: the webhook sender runs for every task, with or without webhooks).
             await asyncio.sleep(0.5)
+            run_webhook_sender()
             meter.calls.clear()
             meter.wcu = meter.rcu = 0.0
             invocations.clear()
             _, response = await timed("POST", "/message:send", json=body("units please"))
             task_id = response.json()["task"]["id"]
+            await asyncio.sleep(0.2)  # the worker's last writes reach the stream
+            invocations["WebhookSenderFunction"] += run_webhook_sender()
             sfn = stack._client("stepfunctions")
             history = sfn.get_execution_history(
                 executionArn=stack.env["STATE_MACHINE_ARN"].replace(":stateMachine:", ":execution:")
@@ -225,7 +241,8 @@ async def http_phase(requests: int, concurrency: int) -> dict[str, Any]:
                 "dynamodb_calls": dict(meter.calls),
                 "dynamodb_wcu_estimate_table": meter.wcu,
                 "dynamodb_rcu_estimate": meter.rcu,
-                "note": "RCU includes the blocking send's log polling; GSI writes are not included",
+                "note": "RCU includes the blocking send's log polling and the webhook sender's "
+                "config read (the task has no webhook); GSI writes are not included",
             }
 
             # Throughput: concurrent blocking sends.
