@@ -50,6 +50,9 @@ def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> dict[s
     records = event.get("Records") or []
     if records and records[0].get("eventSource") == "aws:sqs":
         processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+        # Report an all-failed batch as item failures instead of raising, so that the skipped
+        # messages below are still released (its constructor does not take the flag).
+        processor.raise_on_entire_batch_failure = False
         attempted: set[str] = set()
 
         def queued(record: Any) -> None:
