@@ -201,6 +201,10 @@ def test_push_config_methods(c: httpx.Client) -> None:
     with checked_client(str(c.base_url), principal=c.headers["x-local-principal"]) as v10:
         listed = rpc.result(v10, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
     assert [x["id"] for x in listed["configs"]] == [again["pushNotificationConfig"]["id"]]
+    # Violations name the field as a 0.3 client sent it.
+    bad = {"taskId": task["id"], "pushNotificationConfig": {"url": "ftp://x"}}
+    err = rpc.error(c, "tasks/pushNotificationConfig/set", bad, code=-32602)
+    assert rpc.violated_fields(err) == ["pushNotificationConfig.url"], err
 
 
 def test_message_send_with_inline_push_config(c: httpx.Client) -> None:

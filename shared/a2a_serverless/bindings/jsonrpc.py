@@ -234,8 +234,15 @@ def _v03_set_config(service: A2AService, call: Call) -> Any:
     task_id = call.params.get("taskId")
     if not isinstance(task_id, str) or not task_id:
         raise errors.invalid_field("taskId", "is required")
-    config = _parse(TaskPushNotificationConfig, v03.push_config_from_v03(call.params))
-    return v03.push_config_to_v03(get_push().create(call.owner, task_id, config))
+    try:
+        config = _parse(TaskPushNotificationConfig, v03.push_config_from_v03(call.params))
+        return v03.push_config_to_v03(get_push().create(call.owner, task_id, config))
+    except errors.InvalidParamsError as exc:  # name the fields as the 0.3 client sent them
+        violations = [
+            (field if field == "taskId" else f"pushNotificationConfig.{field}", why)
+            for field, why in exc.violations
+        ]
+        raise errors.InvalidParamsError(violations=violations, **exc.metadata) from None
 
 
 def _v03_get_config(service: A2AService, call: Call) -> Any:

@@ -307,9 +307,9 @@ class A2AService:
                 taskId=record.task_id,
             )
         stored = message.model_copy(update={"context_id": record.context_id})
+        # Written with the turn's first event (same transaction): a refused or retried message
+        # leaves no webhook behind.
         push_config = self._inline_push(config or SendMessageConfiguration(), record.task_id)
-        if push_config is not None:
-            self.store.put_push_config(push_config)  # before the turn's first event
         turn = record.turn + 1
         try:
             _, seq = transition(
@@ -320,6 +320,7 @@ class A2AService:
                 execution=execution_name(record.task_id, turn),
                 user_message=stored,
                 dedupe=dedupe,
+                push_config=push_config,
             )
         except StateMoved as moved:
             original = self._retried(owner, message, dedupe)
@@ -340,6 +341,7 @@ class A2AService:
                 turn=fresh.turn + 1,
                 execution=execution_name(fresh.task_id, fresh.turn + 1),
                 user_message=stored,
+                push_config=push_config,
             )
             turn = fresh.turn + 1
         record.turn = turn

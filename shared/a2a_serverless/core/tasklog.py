@@ -7,6 +7,7 @@ from typing import Any
 from a2a_serverless.models import (
     Message,
     StreamResponse,
+    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -45,6 +46,7 @@ def transition(
     flow_state: dict[str, Any] | None = None,
     user_message: Message | None = None,
     dedupe: Dedupe | None = None,
+    push_config: TaskPushNotificationConfig | None = None,
 ) -> tuple[TaskStatus, int]:
     """Move `record` from its current state to `state`, appending the status event.
 
@@ -71,6 +73,7 @@ def transition(
             execution=execution,
             flow_state=flow_state,
             expected_turn=record.turn,
+            push_config=push_config,
         )
         try:
             store.apply_status(change)

@@ -83,6 +83,8 @@ class StatusChange:
     execution: str | None = None
     flow_state: dict[str, Any] | None = None
     expected_turn: int | None = None
+    # An inline webhook of the message that starts this turn: it exists iff the turn does.
+    push_config: TaskPushNotificationConfig | None = None
 
 
 @dataclass

@@ -339,6 +339,9 @@ class DynamoDBTaskStore:
             )
         if change.dedupe is not None:
             items.append(("dedupe", self._dedupe_put(change.dedupe, change.task_id)))
+        if change.push_config is not None:
+            put = {"TableName": self._table, "Item": self._push_item(change.push_config)}
+            items.append(("push", {"Put": put}))
         header_update = {
             "Update": {
                 "TableName": self._table,
