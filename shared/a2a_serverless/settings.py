@@ -65,6 +65,10 @@ class Settings(BaseSettings):
         5.0, ge=0, description="First backoff of a parked webhook; doubles per attempt."
     )
     push_retry_cap_seconds: float = Field(900.0, ge=0, le=43_200)
+    push_max_attempts: int = Field(
+        12, ge=1, description="Failed attempts of a parked webhook event before dead-lettering."
+    )
+    push_dead_letter_queue_url: str = Field("", description="Where undeliverable events go.")
     push_connect_timeout: float = Field(3.0, gt=0)
     push_read_timeout: float = Field(10.0, gt=0)
     aws_endpoint_url: str = Field("", description="Override AWS endpoint (local tools only).")

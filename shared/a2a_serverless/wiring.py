@@ -90,6 +90,8 @@ def get_webhook_sender() -> WebhookSender:
             read_timeout=settings.push_read_timeout,
             retry_base_seconds=settings.push_retry_base_seconds,
             retry_cap_seconds=settings.push_retry_cap_seconds,
+            max_attempts=settings.push_max_attempts,
+            dead_letter_queue_url=settings.push_dead_letter_queue_url,
         ),
     )
 

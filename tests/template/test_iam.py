@@ -40,6 +40,7 @@ FLOW_WORKER = resource_key(
 
 RETRY_QUEUE = resource_key({"Fn::GetAtt": ["PushRetryQueue", "Arn"]})
 STREAM_FAILURE_QUEUE = resource_key({"Fn::GetAtt": ["PushStreamFailureQueue", "Arn"]})
+DEAD_LETTER_QUEUE = resource_key({"Fn::GetAtt": ["PushDeadLetterQueue", "Arn"]})
 READ = {"dynamodb:GetItem": {TABLE}, "dynamodb:Query": {TABLE}}
 WRITE = {
     **READ,
@@ -73,7 +74,7 @@ GRANTS: dict[str, dict[str, set[str]]] = {
     "WebhookSenderFunction": {
         **READ,
         "dynamodb:UpdateItem": {TABLE},
-        "sqs:SendMessage": {RETRY_QUEUE, STREAM_FAILURE_QUEUE},
+        "sqs:SendMessage": {RETRY_QUEUE, STREAM_FAILURE_QUEUE, DEAD_LETTER_QUEUE},
         "sqs:ChangeMessageVisibility": {RETRY_QUEUE},
     },
     "FlowStateMachine": {"lambda:InvokeFunction": {FLOW_WORKER}},

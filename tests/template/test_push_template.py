@@ -39,7 +39,14 @@ def test_retry_queue_is_fifo_with_a_dead_letter_queue(cfn: dict[str, Any]) -> No
     assert retry["RedrivePolicy"]["deadLetterTargetArn"] == {
         "Fn::GetAtt": ["PushDeadLetterQueue", "Arn"]
     }
-    assert retry["RedrivePolicy"]["maxReceiveCount"] == {"Ref": "PushMaxAttempts"}
+    # The sender counts its own attempts and dead-letters after PushMaxAttempts; the queue's
+    # redrive is only a safety net (skipped messages are received without being attempted).
+    assert retry["RedrivePolicy"]["maxReceiveCount"] == 1000
+    env = resources_of_type(cfn, "AWS::Lambda::Function")["WebhookSenderFunction"]["Properties"][
+        "Environment"
+    ]["Variables"]
+    assert env["PUSH_MAX_ATTEMPTS"] == {"Ref": "PushMaxAttempts"}
+    assert env["PUSH_DEAD_LETTER_QUEUE_URL"] == {"Ref": "PushDeadLetterQueue"}
     assert queues["PushDeadLetterQueue"]["Properties"]["FifoQueue"] is True
     # The sender's timeout must fit in the visibility timeout, or a message is received twice.
     sender = resources_of_type(cfn, "AWS::Lambda::Function")["WebhookSenderFunction"]

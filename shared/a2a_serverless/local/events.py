@@ -4,27 +4,30 @@ stream and SQS queues feed their functions as Lambda's pollers would.
 What a deployed mapping does and this one does too:
 - DynamoDB stream: `StartingPosition`, `BatchSize`, `FilterCriteria` (records that match no
   filter are dropped before batching), `FunctionResponseTypes: [ReportBatchItemFailures]`
-  (processing resumes at the lowest failed sequence number), `BisectBatchOnFunctionError`
-  (an erroring batch is split in two, not counted as a retry), `MaximumRetryAttempts`, and an
-  `OnFailure` SQS destination that receives Lambda's batch-info record when retries run out.
+  (processing resumes at the lowest failed sequence number; a response that is not one, or
+  names anything but a sequence number of the batch, fails the whole batch),
+  `BisectBatchOnFunctionError` (an erroring batch is split in two and each half processed as
+  its own batch, not counted as a retry), `MaximumRetryAttempts`, and an `OnFailure` SQS
+  destination that receives Lambda's batch-info record when retries run out.
 - SQS: `BatchSize`, Lambda-shaped records, successful messages deleted, `batchItemFailures`
   (the others deleted), a raised error leaving the whole batch to reappear after its
   visibility timeout; FIFO group order and `RedrivePolicy` are moto's queue semantics.
 
-Each mapping is polled by one thread (as one shard or one FIFO poller would be); `drain()`
-lets tests wait until every mapping is idle.
+Each mapping is polled by one thread (as one shard or one FIFO poller would be), or by the
+caller through `poll_once()` (`LocalStack(event_sources="manual")`: deterministic tests);
+`drain()` lets tests wait until every threaded mapping is idle.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
-import hashlib
 import json
 import logging
 import math
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +43,44 @@ RETRY_PAUSE_CAP_SECONDS = 2.0
 
 # -- filter criteria (the event-pattern subset Lambda accepts) ------------------------------
 
+_NUMERIC_CHECKS: dict[str, Callable[[float, float], bool]] = {
+    "=": lambda a, b: a == b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+def _same_literal(rule: Any, value: Any) -> bool:
+    """JSON equality: `true` is not `1` (Python's `True == 1` is)."""
+    if isinstance(rule, bool) or isinstance(value, bool):
+        return isinstance(rule, bool) and isinstance(value, bool) and rule is value
+    return value == rule
+
+
+def _string_operator(op: str, arg: Any, value: Any) -> bool:
+    if not isinstance(arg, str):
+        raise ValueError(f"filter operator {op!r} with {arg!r} is not supported by the local stack")
+    if not isinstance(value, str):
+        return False
+    if op == "prefix":
+        return value.startswith(arg)
+    if op == "suffix":
+        return value.endswith(arg)
+    return value.lower() == arg.lower()  # equals-ignore-case
+
+
+def _anything_but(arg: Any, value: Any) -> bool:
+    if isinstance(arg, dict):  # {"anything-but": {"prefix": "x"}} and the like
+        ((op, inner),) = arg.items()
+        if op not in ("prefix", "suffix", "equals-ignore-case"):
+            raise ValueError(f"anything-but {op!r} is not supported by the local stack")
+        excluded = inner if isinstance(inner, list) else [inner]
+        return isinstance(value, str) and not any(_string_operator(op, e, value) for e in excluded)
+    excluded = arg if isinstance(arg, list) else [arg]
+    return not any(_same_literal(e, value) for e in excluded)
+
 
 def _matches_value(rule: Any, value: Any, present: bool) -> bool:
     if isinstance(rule, dict):
@@ -48,47 +89,39 @@ def _matches_value(rule: Any, value: Any, present: bool) -> bool:
             return present is bool(arg)
         if not present:
             return False
-        if op == "prefix":
-            return isinstance(value, str) and value.startswith(arg)
-        if op == "suffix":
-            return isinstance(value, str) and value.endswith(arg)
-        if op == "equals-ignore-case":
-            return isinstance(value, str) and value.lower() == str(arg).lower()
+        if op in ("prefix", "suffix", "equals-ignore-case"):
+            return _string_operator(op, arg, value)
         if op == "anything-but":
-            excluded = arg if isinstance(arg, list) else [arg]
-            return value not in excluded
+            return _anything_but(arg, value)
         if op == "numeric":
             return _numeric(arg, value)
         raise ValueError(f"filter operator {op!r} is not supported by the local stack")
-    return present and value == rule
+    return present and _same_literal(rule, value)
 
 
 def _numeric(conditions: list[Any], value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    checks = {
-        "=": lambda a, b: a == b,
-        "<": lambda a, b: a < b,
-        "<=": lambda a, b: a <= b,
-        ">": lambda a, b: a > b,
-        ">=": lambda a, b: a >= b,
-    }
     pairs = zip(conditions[::2], conditions[1::2], strict=True)
-    return all(checks[op](value, bound) for op, bound in pairs)
+    return all(_NUMERIC_CHECKS[op](value, bound) for op, bound in pairs)
 
 
 def matches_pattern(pattern: dict[str, Any], event: Any) -> bool:
     """Whether `event` matches an event pattern: every key of the pattern must match; a list
-    of rules matches when any rule does (values in an event list: any element)."""
+    of rules matches when any rule does (values in an event list: any element). Fields are
+    matched by path, as EventBridge does: below a missing (or non-object) field every field
+    is missing, so only `{"exists": false}` matches there."""
     if not isinstance(event, dict):
-        return False
+        event = {}
     for key, rule in pattern.items():
         present = key in event
         value = event.get(key)
         if isinstance(rule, dict):
-            if not present or not matches_pattern(rule, value):
+            if not matches_pattern(rule, value):
                 return False
             continue
+        if not isinstance(rule, list):
+            raise ValueError(f"filter pattern field {key!r}: rules must be a list, not {rule!r}")
         values = value if isinstance(value, list) else [value]
         if not any(_matches_value(r, v, present) for r in rule for v in values):
             return False
@@ -180,6 +213,32 @@ class _Poller:
 # -- DynamoDB stream -> function ------------------------------------------------------------
 
 
+def _forget_iterators(stream_arn: str, *iterators: str | None) -> None:
+    """moto keeps every shard iterator it ever handed out (the service expires them after
+    15 minutes); a poller asks for two per poll, so drop them once read (else an idle local
+    stack grows by about 300 MB an hour)."""
+    try:
+        from moto.dynamodbstreams.models import dynamodbstreams_backends
+    except ImportError:  # not over moto
+        return
+    _, _, _, region, account, _ = stream_arn.split(":", 5)
+    known = dynamodbstreams_backends[account][region].shard_iterators
+    for iterator in iterators:
+        if iterator:
+            known.pop(iterator, None)
+
+
+def _seq(record: dict[str, Any]) -> int:
+    return int(record["dynamodb"]["SequenceNumber"])
+
+
+def _iso(epoch: Any) -> str | None:
+    if not isinstance(epoch, int | float):
+        return None
+    moment = dt.datetime.fromtimestamp(epoch, dt.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 @dataclass
 class StreamMapping(_Poller):
     """One shard of a DynamoDB stream feeding one function."""
@@ -197,8 +256,11 @@ class StreamMapping(_Poller):
     # Where processing stands: the next sequence number to deliver (None: from the start).
     position: int | None = None
     retries: int = 0
-    limit: int | None = None  # a bisected batch's size cap
+    # Sizes of the pieces of a bisected batch still to process, the current one first (each
+    # piece is its own batch, as Lambda retries each half); empty: batches of `batch_size`.
+    pieces: list[int] = field(default_factory=list)
     invocations: int = 0
+    last_error: str | None = None  # why the current batch failed (the function raised)
 
     def __post_init__(self) -> None:
         shard = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"][
@@ -206,8 +268,8 @@ class StreamMapping(_Poller):
         ][0]
         self.shard_id = shard["ShardId"]
         if self.starting_position == "LATEST":
-            records = self._read(None, 10_000)
-            self.position = int(records[-1]["dynamodb"]["SequenceNumber"]) + 1 if records else None
+            while records := self._read(self.position, 1000):
+                self.position = _seq(records[-1]) + 1
 
     def _read(self, start: int | None, limit: int) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {"StreamArn": self.stream_arn, "ShardId": self.shard_id}
@@ -217,8 +279,9 @@ class StreamMapping(_Poller):
             kwargs["ShardIteratorType"] = "AT_SEQUENCE_NUMBER"
             kwargs["SequenceNumber"] = str(start)
         iterator = self.streams.get_shard_iterator(**kwargs)["ShardIterator"]
-        records = self.streams.get_records(ShardIterator=iterator, Limit=limit)["Records"]
-        return [self._lambda_record(r) for r in records]
+        response = self.streams.get_records(ShardIterator=iterator, Limit=limit)
+        _forget_iterators(self.stream_arn, iterator, response.get("NextShardIterator"))
+        return [self._lambda_record(r) for r in response["Records"]]
 
     def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
         shaped = _jsonable(record)
@@ -227,18 +290,30 @@ class StreamMapping(_Poller):
 
     def _batch(self) -> tuple[list[dict[str, Any]], int | None]:
         """The next batch of matching records and the position after what it covers."""
-        size = self.limit or self.batch_size
-        raw = self._read(self.position, 1000)
+        size = self.pieces[0] if self.pieces else self.batch_size
         batch: list[dict[str, Any]] = []
         end: int | None = None
-        for record in raw:
-            seq = int(record["dynamodb"]["SequenceNumber"])
+        for record in self._read(self.position, 1000):
             if passes(self.filters, record):
                 if len(batch) == size:
                     break
                 batch.append(record)
-            end = seq + 1
+            end = _seq(record) + 1
         return batch, end
+
+    def _failed_records(self, result: Any, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The records a partial-batch response names; an invalid response (or one naming
+        anything but a sequence number of the batch) is a failure of the whole batch."""
+        if not self.report_item_failures:
+            return []
+        identifiers = _item_failures(result)
+        if identifiers is None:
+            raise RuntimeError(f"invalid partial-batch response: {result!r}")
+        by_seq = {r["dynamodb"]["SequenceNumber"]: r for r in batch}
+        unknown = [i for i in identifiers if i not in by_seq]
+        if unknown:
+            raise RuntimeError(f"partial-batch response names no record of the batch: {unknown}")
+        return [by_seq[i] for i in identifiers]
 
     def poll_once(self) -> bool:
         batch, end = self._batch()
@@ -250,35 +325,31 @@ class StreamMapping(_Poller):
             return True
         self.invocations += 1
         try:
-            result = self.invoke({"Records": batch})
-            failed = _item_failures(result) if self.report_item_failures else []
-            if failed is None:
-                raise RuntimeError(f"invalid partial-batch response: {result!r}")
+            failed = self._failed_records(self.invoke({"Records": batch}), batch)
         except Exception as exc:
             logger.warning("event source %s: batch of %d failed: %s", self.name, len(batch), exc)
-            if self.bisect and len(batch) > 1:
-                self.limit = math.ceil(len(batch) / 2)  # splitting is not a retry
+            self.last_error = type(exc).__name__
+            if self.bisect and len(batch) > 1:  # splitting is not a retry
+                half = math.ceil(len(batch) / 2)
+                self.pieces[:1] = [half, len(batch) - half]
                 return True
-            return self._retry_or_give_up(batch, end)
+            return self._retry_or_give_up(batch)
+        self.last_error = None
         if not failed:
-            self.position, self.retries, self.limit = end, 0, None
+            self.position, self.retries = end, 0
+            self.pieces = self.pieces[1:]
             return True
-        sequence_numbers = {r["eventID"]: r for r in batch} | {
-            r["dynamodb"]["SequenceNumber"]: r for r in batch
-        }
-        unknown = [f for f in failed if f not in sequence_numbers]
-        if unknown:  # an identifier that is no record of the batch fails the whole batch
-            return self._retry_or_give_up(batch, end)
-        lowest = min(int(sequence_numbers[f]["dynamodb"]["SequenceNumber"]) for f in failed)
-        first = int(batch[0]["dynamodb"]["SequenceNumber"])
+        lowest = min(_seq(r) for r in failed)
+        remaining = [r for r in batch if _seq(r) >= lowest]
         self.position = lowest
-        if lowest > first:  # progress was made: a fresh batch from the failed record
-            self.retries, self.limit = 0, None
+        if lowest > _seq(batch[0]):  # progress: a fresh batch from the failed record
+            self.retries = 0
+            if self.pieces:
+                self.pieces[0] = len(remaining)
             return True
-        remaining = [r for r in batch if int(r["dynamodb"]["SequenceNumber"]) >= lowest]
-        return self._retry_or_give_up(remaining, end)
+        return self._retry_or_give_up(remaining)
 
-    def _retry_or_give_up(self, batch: list[dict[str, Any]], end: int) -> bool:
+    def _retry_or_give_up(self, batch: list[dict[str, Any]]) -> bool:
         self.retries += 1
         if self.maximum_retry_attempts < 0 or self.retries <= self.maximum_retry_attempts:
             pause = min(RETRY_PAUSE_CAP_SECONDS, RETRY_PAUSE_SECONDS * 2 ** (self.retries - 1))
@@ -286,8 +357,9 @@ class StreamMapping(_Poller):
             return True
         self._send_to_on_failure(batch)
         # Past this batch (not past what a bisected batch left unread).
-        self.position = int(batch[-1]["dynamodb"]["SequenceNumber"]) + 1
-        self.retries, self.limit = 0, None
+        self.position = _seq(batch[-1]) + 1
+        self.retries, self.last_error = 0, None
+        self.pieces = self.pieces[1:]
         return True
 
     def _send_to_on_failure(self, batch: list[dict[str, Any]]) -> None:
@@ -301,22 +373,25 @@ class StreamMapping(_Poller):
         if not self.on_failure_queue_url:
             return
         first, last = batch[0]["dynamodb"], batch[-1]["dynamodb"]
+        response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+        if self.last_error:
+            response["functionError"] = "Unhandled"
         record = {
             "requestContext": {
-                "requestId": hashlib.sha256(json.dumps(batch[0]).encode()).hexdigest()[:36],
+                "requestId": str(uuid.uuid4()),
                 "functionArn": self.name,
                 "condition": "RetryAttemptsExhausted",
                 "approximateInvokeCount": self.retries,
             },
-            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST"},
+            "responseContext": response,
             "version": "1.0",
-            "timestamp": dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z"),
+            "timestamp": _iso(time.time()),
             "DDBStreamBatchInfo": {
                 "shardId": self.shard_id,
                 "startSequenceNumber": first["SequenceNumber"],
                 "endSequenceNumber": last["SequenceNumber"],
-                "approximateArrivalOfFirstRecord": first.get("ApproximateCreationDateTime"),
-                "approximateArrivalOfLastRecord": last.get("ApproximateCreationDateTime"),
+                "approximateArrivalOfFirstRecord": _iso(first.get("ApproximateCreationDateTime")),
+                "approximateArrivalOfLastRecord": _iso(last.get("ApproximateCreationDateTime")),
                 "batchSize": len(batch),
                 "streamArn": self.stream_arn,
             },
@@ -377,12 +452,29 @@ class QueueMapping(_Poller):
             "receiptHandle": message["ReceiptHandle"],
             "body": message["Body"],
             "attributes": message.get("Attributes", {}),
-            "messageAttributes": _jsonable(message.get("MessageAttributes", {})),
+            "messageAttributes": {
+                name: _lambda_attribute(value)
+                for name, value in (message.get("MessageAttributes") or {}).items()
+            },
             "md5OfBody": message.get("MD5OfBody", ""),
             "eventSource": "aws:sqs",
             "eventSourceARN": self.queue_arn,
             "awsRegion": self.queue_arn.split(":")[3] if self.queue_arn else "us-east-1",
         }
+
+
+def _lambda_attribute(value: dict[str, Any]) -> dict[str, Any]:
+    """An SQS message attribute as Lambda shows it (camelCase, binary in base64)."""
+    shaped: dict[str, Any] = {
+        "stringListValues": value.get("StringListValues", []),
+        "binaryListValues": _jsonable(value.get("BinaryListValues", [])),
+        "dataType": value["DataType"],
+    }
+    if "StringValue" in value:
+        shaped["stringValue"] = value["StringValue"]
+    if "BinaryValue" in value:
+        shaped["binaryValue"] = _jsonable(value["BinaryValue"])
+    return shaped
 
 
 class EventSources:

@@ -38,7 +38,12 @@ LOCAL_PRINCIPAL_HEADER = "x-local-principal"
 # Emulation-only variables of the deployed functions, meaningless in-process.
 _DEPLOY_ONLY_ENV = {"AWS_LAMBDA_EXEC_WRAPPER", "AWS_LWA_INVOKE_MODE", "PORT"}
 # Variables that name the stack's own resources: always the local ones.
-_RESOURCE_ENV = {"TABLE_NAME", "STATE_MACHINE_ARN", "PUSH_RETRY_QUEUE_URL"}
+_RESOURCE_ENV = {
+    "TABLE_NAME",
+    "STATE_MACHINE_ARN",
+    "PUSH_RETRY_QUEUE_URL",
+    "PUSH_DEAD_LETTER_QUEUE_URL",
+}
 # Parameter values of the local stack where the template's defaults are for deployment: the
 # developer's webhook receiver runs on this machine, over http.
 LOCAL_PARAMETERS = {"PushAllowHttp": "true", "PushAllowHosts": "127.0.0.1,localhost,::1"}
@@ -163,6 +168,7 @@ class LocalStack:
         self._mock.start()
         self._serialize_dynamodb()
         self._cheap_transactions()
+        self._fifo_groups_in_order()
         resources = self.template["Resources"]
         resolver = Resolver(
             {**self.parameters, "AWS::Region": REGION, "AWS::AccountId": ACCOUNT}, {}, {}
@@ -326,6 +332,24 @@ class LocalStack:
             return hash_value, range_value
 
         self._patch(backend_class, "transact_write_items", transact_write_items)
+
+    def _fifo_groups_in_order(self) -> None:
+        """moto unlocks a FIFO message group only once the last of its in-flight messages is
+        seen visible again, skipping the earlier ones on the way: a batch that timed out comes
+        back out of order (a3 before a2). Forget in-flight messages whose visibility timeout
+        ran out before each receive, as SQS does."""
+        from moto.sqs.models import SQSBackend
+
+        original = SQSBackend.receive_message
+
+        def receive_message(backend: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+            queue = backend.get_queue(queue_name)
+            for message in list(queue.pending_messages):
+                if message.visible:
+                    queue.pending_messages.discard(message)
+            return original(backend, queue_name, *args, **kwargs)
+
+        self._patch(SQSBackend, "receive_message", receive_message)
 
     # -- resources -------------------------------------------------------------------------
 

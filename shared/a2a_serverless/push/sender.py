@@ -5,9 +5,11 @@ Two event sources feed it (template.yaml):
   push config of its task, in order. A webhook that keeps failing is *parked*: this and all
   its later events go to a FIFO queue, one message group per task and config, so its order
   is kept while it is retried, and it never holds back other tasks' deliveries.
-- that FIFO queue: one delivery attempt per message; a retryable failure backs off
-  (visibility timeout, growing with the attempt count) and reports the message failed, which
-  holds its group; after PushMaxAttempts receives the queue dead-letters it.
+- that FIFO queue: one delivery attempt per message; a retryable failure is counted on the
+  config item, backs off (visibility timeout, growing with the count) and reports the message
+  failed, which holds its group; after PushMaxAttempts failed attempts the sender moves it to
+  the dead-letter queue itself and the group goes on. (Counting its own attempts, not SQS
+  receives: messages skipped behind a failing one are received without being attempted.)
 Only the sender's own failures (reading the table, the queue) fail stream records; Lambda
 then retries from the earliest failed record (later records of the same task are failed
 with it, so nothing overtakes), bisects, and sends what never succeeds to the on-failure
@@ -48,9 +50,11 @@ class SenderConfig:
     retry_queue_url: str
     connect_timeout: float = 3.0
     read_timeout: float = 10.0
-    # Backoff of queued retries: base * 2^(receives-1), jittered, capped (SQS allows 12 h).
+    # Backoff of queued retries: base * 2^(failures-1), jittered, capped (SQS allows 12 h).
     retry_base_seconds: float = 5.0
     retry_cap_seconds: float = 900.0
+    max_attempts: int = 12
+    dead_letter_queue_url: str = ""
 
 
 Post = Callable[..., DeliveryResult]
@@ -171,33 +175,77 @@ class WebhookSender:
             )
 
     def deliver_queued(self, body: dict[str, Any], receipt_handle: str, receives: int) -> None:
+        """One attempt of a parked webhook's oldest undelivered event. `receives` (SQS's
+        count) is only logged: the attempts that count are the config's own failures."""
         task_id, config_id, seq = str(body["taskId"]), str(body["configId"]), int(body["seq"])
-        config = self.store.get_push_config(task_id, config_id)
-        if config is None:
+        found = self.store.get_push_delivery(task_id, config_id)
+        if found is None:
             return  # deleted: deliveries stop
+        config, failures = found
         event = self.store.get_event(task_id, seq)
-        if event is None:
-            return  # expired
-        payload = json.dumps(event.wire(), separators=(",", ":")).encode()
-        result = self.attempt(config, payload)
-        if result.ok:
+        result = None
+        if event is not None:  # else expired: nothing to deliver
+            payload = json.dumps(event.wire(), separators=(",", ":")).encode()
+            result = self.attempt(config, payload)
+        if result is None or result.ok or not result.retryable:
+            if result is not None and not result.ok:
+                logger.warning(
+                    "webhook %s of task %s refused event %s (%s); not retried",
+                    config_id,
+                    task_id,
+                    seq,
+                    result.error,
+                )
+            if failures:
+                self.store.reset_push_failures(task_id, config_id)
             return
-        if not result.retryable:
-            logger.warning(
-                "webhook %s of task %s refused event %s (%s); not retried",
-                config_id,
-                task_id,
-                seq,
-                result.error,
-            )
-            return
+        failures = self.store.count_push_failure(task_id, config_id)
+        if failures is None:
+            return  # deleted meanwhile
+        if failures >= self.config.max_attempts:
+            self._dead_letter(task_id, config_id, seq, failures, result.error or "")
+            self.store.reset_push_failures(task_id, config_id)
+            return  # the message is deleted; the group moves on to the next event
         delay = min(
             self.config.retry_cap_seconds,
-            self.config.retry_base_seconds * 2 ** max(0, receives - 1),
+            self.config.retry_base_seconds * 2 ** max(0, failures - 1),
         )
         self.sqs.change_message_visibility(
             QueueUrl=self.config.retry_queue_url,
             ReceiptHandle=receipt_handle,
             VisibilityTimeout=round(random.uniform(delay / 2, delay)),
         )
-        raise DeliveryFailed(f"webhook {config_id} of task {task_id}: {result.error}")
+        raise DeliveryFailed(
+            f"webhook {config_id} of task {task_id}: {result.error} "
+            f"(attempt {failures} of {self.config.max_attempts}, receive {receives})"
+        )
+
+    def _dead_letter(
+        self, task_id: str, config_id: str, seq: int, attempts: int, error: str
+    ) -> None:
+        logger.error(
+            "webhook %s of task %s: event %s undelivered after %s attempts (%s); moved to the "
+            "dead-letter queue",
+            config_id,
+            task_id,
+            seq,
+            attempts,
+            error,
+        )
+        if not self.config.dead_letter_queue_url:
+            return
+        group = f"{task_id}#{config_id}"
+        self.sqs.send_message(
+            QueueUrl=self.config.dead_letter_queue_url,
+            MessageBody=json.dumps(
+                {
+                    "taskId": task_id,
+                    "configId": config_id,
+                    "seq": seq,
+                    "attempts": attempts,
+                    "lastError": error,
+                }
+            ),
+            MessageGroupId=hashlib.sha256(group.encode()).hexdigest(),
+            MessageDeduplicationId=hashlib.sha256(f"{group}#{seq}".encode()).hexdigest(),
+        )

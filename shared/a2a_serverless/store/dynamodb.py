@@ -413,12 +413,50 @@ class DynamoDBTaskStore:
         self._db.put_item(TableName=self._table, Item=self._push_item(config))
 
     def get_push_config(self, task_id: str, config_id: str) -> TaskPushNotificationConfig | None:
+        found = self.get_push_delivery(task_id, config_id)
+        return found[0] if found else None
+
+    def get_push_delivery(
+        self, task_id: str, config_id: str
+    ) -> tuple[TaskPushNotificationConfig, int] | None:
+        """A config and the failed attempts of its current queued delivery (one read)."""
         item = self._db.get_item(
             TableName=self._table,
             Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
             ConsistentRead=True,
         ).get("Item")
-        return TaskPushNotificationConfig.model_validate_json(item["cfg"]["S"]) if item else None
+        if not item:
+            return None
+        config = TaskPushNotificationConfig.model_validate_json(item["cfg"]["S"])
+        return config, int(item.get("failures", {}).get("N", "0"))
+
+    def count_push_failure(self, task_id: str, config_id: str) -> int | None:
+        """One more failed attempt of the config's current delivery; the new count, or None
+        when the config was deleted meanwhile."""
+        try:
+            result = self._db.update_item(
+                TableName=self._table,
+                Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
+                UpdateExpression="ADD failures :one",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+                ReturnValues="UPDATED_NEW",
+            )
+        except self._db.exceptions.ConditionalCheckFailedException:
+            return None
+        return int(result["Attributes"]["failures"]["N"])
+
+    def reset_push_failures(self, task_id: str, config_id: str) -> None:
+        """The current delivery is done with: the next one starts with a clean count."""
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
+                UpdateExpression="REMOVE failures",
+                ConditionExpression="attribute_exists(pk)",
+            )
+        except self._db.exceptions.ConditionalCheckFailedException:
+            pass
 
     def list_push_configs(self, task_id: str) -> list[tuple[TaskPushNotificationConfig, bool]]:
         """Every config of a task, with whether its deliveries are parked on the retry queue."""

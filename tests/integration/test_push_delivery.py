@@ -1,0 +1,462 @@
+"""Webhooks end to end: tasks created through the service, the real WebhookSenderFunction fed
+by the stack's emulated stream and retry-queue mappings, and real HTTP receivers on
+127.0.0.1 answering from a script.
+
+The stack runs with PushMaxAttempts=2 and no queued-retry backoff (PUSH_RETRY_BASE_SECONDS=0)
+so that parking, retrying and dead-lettering take moments. Most tests poll the template's
+mappings by hand (`event_sources="manual"`: the stream first, then the queue), which fixes
+which events share a batch; the first two let the pollers run in their threads, as
+`scripts/dev` does."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import boto3
+import pytest
+
+from a2a_serverless import wiring
+from a2a_serverless.local import events
+from a2a_serverless.local.events import EventSources, QueueMapping, StreamMapping
+from a2a_serverless.local.stack import REGION, LocalStack
+from a2a_serverless.models import SendMessageRequest
+from tests.integration.harness import event_log, wait_for, wait_idle
+
+OWNER = "alice"
+TOKEN = "notification-token"
+CREDENTIALS = "webhook-secret"
+MAX_ATTEMPTS = 2  # PushMaxAttempts of these stacks
+STREAM = "WebhookSenderFunction.TaskEvents"
+RETRIES = "WebhookSenderFunction.Retries"
+
+# What a webhook answers to its n-th POST (0-based): a status, or (seconds to wait, status).
+Answer = int | tuple[float, int]
+Script = Callable[[int], Answer]
+
+
+def always(status: int) -> Script:
+    return lambda _n: status
+
+
+def failing_first(count: int, status: int = 500) -> Script:
+    return lambda n: status if n < count else 200
+
+
+# -- webhook receivers --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Post:
+    hook: str
+    headers: dict[str, str]  # lower-case names
+    body: dict[str, Any]
+    status: int  # what the receiver answered
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+class Webhooks:
+    """One HTTP server; each hook is a path with its own script and its own log of POSTs."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.scripts: dict[str, Script] = {}
+        self.posts: list[Post] = []
+        receivers = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                receivers.receive(self)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    def hook(self, name: str, script: Script) -> str:
+        self.scripts[name] = script
+        return f"http://127.0.0.1:{self.port}/hooks/{name}"
+
+    def receive(self, request: BaseHTTPRequestHandler) -> None:
+        name = request.path.removeprefix("/hooks/")
+        body = request.rfile.read(int(request.headers.get("Content-Length", "0")))
+        with self.lock:
+            index = sum(1 for p in self.posts if p.hook == name)
+            answer = self.scripts.get(name, always(404))(index)
+            delay, status = answer if isinstance(answer, tuple) else (0.0, answer)
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            self.posts.append(Post(name, headers, json.loads(body), status))
+        time.sleep(delay)
+        with contextlib.suppress(OSError):  # a sender that timed out has hung up
+            request.send_response(status)
+            request.send_header("Content-Length", "0")
+            request.end_headers()
+
+    def posts_to(self, name: str) -> list[Post]:
+        with self.lock:
+            return [p for p in self.posts if p.hook == name]
+
+    def delivered(self, name: str) -> list[dict[str, Any]]:
+        """The bodies the hook accepted, in the order they arrived."""
+        return [p.body for p in self.posts_to(name) if p.ok]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def webhooks() -> Iterator[Webhooks]:
+    receivers = Webhooks()
+    yield receivers
+    receivers.close()
+
+
+# -- the stack ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def push_stack(mode: bool | str = "manual", **env: str) -> Iterator[LocalStack]:
+    stack = LocalStack(
+        parameters={"PushMaxAttempts": str(MAX_ATTEMPTS)},
+        env_overrides={"PUSH_RETRY_BASE_SECONDS": "0", **env},
+        event_sources=mode,
+    ).start()
+    try:
+        yield stack
+    finally:
+        try:
+            wait_idle(stack)
+        finally:
+            stack.stop()
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
+    """Mappings polled by hand; a failing stream batch is retried without Lambda's pause."""
+    monkeypatch.setattr(events, "RETRY_PAUSE_SECONDS", 0.0)
+    with push_stack() as stack:
+        yield stack
+
+
+@pytest.fixture
+def running_stack() -> Iterator[LocalStack]:
+    """Pollers in their threads, as deployed."""
+    with push_stack(mode=True) as stack:
+        yield stack
+
+
+def mappings(stack: LocalStack) -> EventSources:
+    assert stack.event_sources is not None
+    return stack.event_sources
+
+
+def pump(mapping: StreamMapping | QueueMapping, limit: int = 500) -> None:
+    """Poll until the mapping finds no work."""
+    for _ in range(limit):
+        if not mapping.poll_once():
+            return
+    raise AssertionError(f"{mapping.name} still busy after {limit} polls")
+
+
+def pump_stream(stack: LocalStack) -> StreamMapping:
+    stream = mappings(stack).by_name(STREAM)
+    assert isinstance(stream, StreamMapping)
+    pump(stream)
+    return stream
+
+
+def pump_queue(stack: LocalStack) -> QueueMapping:
+    queue = mappings(stack).by_name(RETRIES)
+    assert isinstance(queue, QueueMapping)
+    pump(queue)
+    return queue
+
+
+# -- tasks and queues -----------------------------------------------------------------------
+
+
+def start_task(url: str, text: str = "hello webhook", *, blocking: bool = True) -> str:
+    """A task created through the service with an inline push config; its id."""
+    request = SendMessageRequest.model_validate(
+        {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+            },
+            "configuration": {
+                "returnImmediately": not blocking,
+                "taskPushNotificationConfig": {
+                    "url": url,
+                    "token": TOKEN,
+                    "authentication": {"scheme": "Bearer", "credentials": CREDENTIALS},
+                },
+            },
+        }
+    )
+    task = wiring.get_service().send_message(OWNER, request).task
+    assert task is not None and task.id
+    return task.id
+
+
+def wait_settled(task_id: str, timeout: float = 20.0) -> None:
+    def settled() -> bool:
+        record = wiring.get_store().get_record(task_id)
+        return record is not None and record.state.value == "TASK_STATE_COMPLETED"
+
+    wait_for(settled, timeout=timeout, interval=0.05)
+
+
+def config_id(task_id: str) -> str:
+    (config,) = wiring.get_push().list(OWNER, task_id).configs or []
+    assert config.id
+    return config.id
+
+
+def parked(task_id: str) -> bool:
+    ((_, is_parked),) = wiring.get_store().list_push_configs(task_id)
+    return is_parked
+
+
+def events_of(stack: LocalStack, task_id: str) -> list[dict[str, Any]]:
+    """The task's event log in seq order (seqs 1..N): what its webhook must receive."""
+    log = event_log(stack, task_id)
+    assert [seq for seq, _ in log] == list(range(1, len(log) + 1))
+    return [event for _, event in log]
+
+
+def sqs() -> Any:
+    return boto3.client("sqs", region_name=REGION)
+
+
+def queue_depth(url: str) -> int:
+    attributes = sqs().get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return sum(int(v) for v in attributes.values())
+
+
+def take_all(url: str) -> list[dict[str, Any]]:
+    """Every message body of a queue, read and deleted, in the order the queue gives them."""
+    bodies: list[dict[str, Any]] = []
+    while True:
+        messages = sqs().receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages")
+        if not messages:
+            return bodies
+        for message in messages:
+            bodies.append(json.loads(message["Body"]))
+            sqs().delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def dead_letters(stack: LocalStack) -> list[dict[str, Any]]:
+    return take_all(stack.queues["PushDeadLetterQueue"])
+
+
+# -- pollers in threads ---------------------------------------------------------------------
+
+
+def test_every_event_is_delivered_in_order_with_its_headers(
+    running_stack: LocalStack, webhooks: Webhooks
+) -> None:
+    task_id = start_task(webhooks.hook("ok", always(200)))
+    expected = events_of(running_stack, task_id)
+    assert len(expected) >= 4  # submitted, working, artifact chunks, completed
+    wait_for(lambda: len(webhooks.delivered("ok")) >= len(expected), timeout=10)
+    mappings(running_stack).drain()
+    assert webhooks.delivered("ok") == expected  # each once, in seq order
+    for post in webhooks.posts_to("ok"):
+        assert post.headers["content-type"] == "application/a2a+json"
+        assert post.headers["x-a2a-notification-token"] == TOKEN
+        assert post.headers["authorization"] == f"Bearer {CREDENTIALS}"
+        assert post.headers["host"] == f"127.0.0.1:{webhooks.port}"
+        ((kind, update),) = post.body.items()  # a StreamResponse: one of its fields
+        assert kind in ("statusUpdate", "artifactUpdate") and update["taskId"] == task_id
+    assert not parked(task_id)
+
+
+def test_a_failing_webhook_is_dead_lettered_in_order_without_holding_back_others(
+    running_stack: LocalStack, webhooks: Webhooks
+) -> None:
+    failing = start_task(webhooks.hook("down", always(500)), "one", blocking=False)
+    healthy = start_task(webhooks.hook("up", always(200)), "two", blocking=False)
+    wait_settled(failing)
+    wait_settled(healthy)
+    expected = events_of(running_stack, healthy)
+    # The healthy webhook gets all of its task's events at once, whatever the other does.
+    wait_for(lambda: len(webhooks.delivered("up")) >= len(expected), timeout=5)
+    assert webhooks.delivered("up") == expected
+    assert not parked(healthy)
+    assert parked(failing)
+    # Every event of the failing webhook ends in the dead-letter queue, in seq order.
+    count = len(events_of(running_stack, failing))
+    found: list[dict[str, Any]] = []
+
+    def all_dead_lettered() -> bool:
+        found.extend(dead_letters(running_stack))
+        return len(found) >= count
+
+    wait_for(all_dead_lettered, timeout=10, interval=0.2)
+    assert found == [
+        {
+            "taskId": failing,
+            "configId": config_id(failing),
+            "seq": seq,
+            "attempts": MAX_ATTEMPTS,
+            "lastError": "HTTP 500",
+        }
+        for seq in range(1, count + 1)
+    ]
+    assert queue_depth(running_stack.queues["PushRetryQueue"]) == 0
+    assert webhooks.delivered("down") == []
+
+
+# -- mappings polled by hand ------------------------------------------------------------------
+
+
+def test_a_recovering_webhook_gets_everything_in_order(
+    stack: LocalStack, webhooks: Webhooks
+) -> None:
+    """500 for both stream attempts and the first queued one, then 200 (the second queued
+    attempt of the first event, its last allowed one, succeeds)."""
+    task_id = start_task(webhooks.hook("flaky", failing_first(3)))
+    expected = events_of(stack, task_id)
+    pump_stream(stack)
+    assert parked(task_id)
+    assert len(webhooks.posts_to("flaky")) == 2  # two inline attempts, then the queue
+    pump_queue(stack)
+    assert webhooks.delivered("flaky") == expected
+    assert dead_letters(stack) == []
+    assert queue_depth(stack.queues["PushRetryQueue"]) == 0
+
+
+def test_events_behind_a_dead_lettered_one_still_get_their_attempts(
+    stack: LocalStack, webhooks: Webhooks
+) -> None:
+    """The first event fails all its attempts (2 inline, MAX_ATTEMPTS queued) and is
+    dead-lettered; the webhook is fine from then on, so every later event is delivered.
+    PushMaxAttempts is "delivery attempts of a parked webhook event before it goes to the
+    dead-letter queue" (template.yaml): an event must not be dead-lettered unattempted."""
+    task_id = start_task(webhooks.hook("late", failing_first(2 + MAX_ATTEMPTS)))
+    expected = events_of(stack, task_id)
+    pump_stream(stack)
+    pump_queue(stack)
+    lost = [body["seq"] for body in dead_letters(stack)]
+    attempted = [p.body for p in webhooks.posts_to("late")]
+    never_attempted = [seq for seq in lost if expected[seq - 1] not in attempted]
+    assert never_attempted == [], f"dead-lettered without a single POST: events {never_attempted}"
+    assert lost == [1]
+    assert webhooks.delivered("late") == expected[1:]
+
+
+def test_a_refusing_webhook_is_not_retried(stack: LocalStack, webhooks: Webhooks) -> None:
+    task_id = start_task(webhooks.hook("gone", always(404)))
+    expected = events_of(stack, task_id)
+    pump_stream(stack)
+    pump_queue(stack)
+    # One POST per event, in order; 404 is final: nothing parked, queued or dead-lettered.
+    assert [p.body for p in webhooks.posts_to("gone")] == expected
+    assert not parked(task_id)
+    assert queue_depth(stack.queues["PushRetryQueue"]) == 0
+    assert dead_letters(stack) == []
+
+
+def test_a_slow_webhook_is_retried_from_the_queue(
+    monkeypatch: pytest.MonkeyPatch, webhooks: Webhooks
+) -> None:
+    """Slower than the read timeout: a retryable failure (parked), delivered once it is fast."""
+    monkeypatch.setattr(events, "RETRY_PAUSE_SECONDS", 0.0)
+
+    def slow_then_fast(n: int) -> Answer:
+        return (1.0, 200) if n < 2 else 200
+
+    with push_stack(PUSH_READ_TIMEOUT="0.3") as stack:
+        task_id = start_task(webhooks.hook("slow", slow_then_fast))
+        expected = events_of(stack, task_id)
+        pump_stream(stack)
+        assert parked(task_id)
+        pump_queue(stack)
+        # The two timed-out POSTs were answered 200 too late: only the queued ones count.
+        assert [p.body for p in webhooks.posts_to("slow")][2:] == expected
+        assert dead_letters(stack) == []
+
+
+def test_deleting_a_parked_config_stops_its_queued_deliveries(
+    stack: LocalStack, webhooks: Webhooks
+) -> None:
+    task_id = start_task(webhooks.hook("deleted", always(500)))
+    count = len(events_of(stack, task_id))
+    pump_stream(stack)
+    assert parked(task_id)
+    retry_queue = stack.queues["PushRetryQueue"]
+    assert queue_depth(retry_queue) == count  # every event waits behind the first
+    wiring.get_push().delete(OWNER, task_id, config_id(task_id))
+    posts = len(webhooks.posts_to("deleted"))
+    pump_queue(stack)
+    assert len(webhooks.posts_to("deleted")) == posts  # not one more POST
+    assert queue_depth(retry_queue) == 0  # consumed, not retried
+    assert dead_letters(stack) == []
+
+
+def test_batches_the_sender_cannot_process_go_to_the_stream_failure_queue(
+    monkeypatch: pytest.MonkeyPatch, webhooks: Webhooks
+) -> None:
+    """The sender's own failure, not a webhook's: its retry queue is missing (as a wrong
+    PUSH_RETRY_QUEUE_URL or a lost sqs:SendMessage grant would make it), so parking a failing
+    webhook fails the stream records. Lambda retries (10), bisects, then sends batch info to
+    PushStreamFailureQueue and moves on."""
+    monkeypatch.setattr(events, "RETRY_PAUSE_SECONDS", 0.0)
+    missing = f"https://sqs.{REGION}.amazonaws.com/123456789012/no-such-queue.fifo"
+    with push_stack(PUSH_RETRY_QUEUE_URL=missing) as stack:
+        stuck = start_task(webhooks.hook("down", always(500)))
+        stream = pump_stream(stack)
+        info = [
+            record["DDBStreamBatchInfo"]
+            for record in take_all(stack.queues["PushStreamFailureQueue"])
+        ]
+        assert info and all(i["streamArn"] == stream.stream_arn for i in info)
+        covered = sorted(
+            n
+            for i in info
+            for n in range(int(i["startSequenceNumber"]), int(i["endSequenceNumber"]) + 1)
+        )
+        assert covered == stuck_event_sequence_numbers(stream, stuck)
+        assert sum(i["batchSize"] for i in info) == len(covered)
+        # Processing moved on: a later task's healthy webhook is served.
+        later = start_task(webhooks.hook("up", always(200)))
+        pump_stream(stack)
+        assert webhooks.delivered("up") == events_of(stack, later)
+
+
+def stuck_event_sequence_numbers(stream: StreamMapping, task_id: str) -> list[int]:
+    """The stream sequence numbers of a task's inserted event items."""
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    iterator = streams.get_shard_iterator(
+        StreamArn=stream.stream_arn, ShardId=stream.shard_id, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    records = streams.get_records(ShardIterator=iterator)["Records"]
+    return [
+        int(r["dynamodb"]["SequenceNumber"])
+        for r in records
+        if r["eventName"] == "INSERT"
+        and r["dynamodb"]["Keys"]["pk"]["S"] == f"T#{task_id}"
+        and r["dynamodb"]["Keys"]["sk"]["S"].startswith("E#")
+    ]
