@@ -31,7 +31,7 @@ def make_stack() -> Iterator[Callable[..., LocalStack]]:
     stacks: list[LocalStack] = []
 
     def make(**parameters: str) -> LocalStack:
-        stack = LocalStack(parameters=parameters).start()
+        stack = LocalStack(parameters=parameters, event_sources=False).start()
         stacks.append(stack)
         return stack
 

@@ -105,7 +105,8 @@ def serve() -> Iterator[Callable[..., Served]]:
         if parameters.get("Flow") == GATED:
             flows_for_tests.GATES = flows_for_tests.Gates()
         flows_for_tests.PROGRESS = flows_for_tests.Progress()
-        stack = LocalStack(parameters=parameters, env_overrides=env).start()
+        # No event-source pollers: the read budgets here count the stream's reads only.
+        stack = LocalStack(parameters=parameters, env_overrides=env, event_sources=False).start()
         try:
             served = Served(stack, Server(stack).start())
         except BaseException:
