@@ -14,6 +14,7 @@ assertion.
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -955,41 +956,69 @@ def test_disabled_push_answers_capability_errors(
     assert c.get("/tasks").json()["totalSize"] == 1
 
 
-# -- 7. a config made over JSON-RPC 0.3 delivers like any other ----------------------------------
+# -- 7. a config made over JSON-RPC 0.3 gets what 0.3 receivers expect ---------------------------
 
 
-def test_v03_config_on_a_running_task_delivers(
-    push_server: DevServer, connect: Connect, receiver: Receiver
+def _v03_tasks(receiver: Receiver, name: str) -> list[dict[str, Any]]:
+    """The acknowledged payloads of a 0.3 webhook: each a 0.3 Task (schema-checked)."""
+    return [wire.check_v03(json.loads(r.body), "Task") for r in receiver.of(name) if r.ok]
+
+
+@pytest.mark.parametrize("how", ["set on a running task", "inline in message/send"])
+def test_v03_webhooks_receive_v03_tasks(
+    push_server: DevServer, connect: Connect, receiver: Receiver, how: str
 ) -> None:
+    """A 0.3 receiver gets the Task as of each event, in 0.3 shape (`kind: "task"`, lower-case
+    states) as application/json, as 0.3 senders post it (0.3 spec §9.5)."""
     c = connect(push_server, version=None)  # no A2A-Version: 0.3
     text = "via 0.3 [slow=2]"
-    params = {"message": rpc.msg03(text), "configuration": {"blocking": False}}
-    task = rpc.result(c, "message/send", params)
-    assert task["kind"] == "task" and task["status"]["state"] in ("submitted", "working"), task
     config = {
         "url": receiver.url("v03"),
         "token": TOKEN,
         "authentication": {"schemes": ["Bearer"], "credentials": CREDENTIALS},
     }
-    created = rpc.result(
-        c,
-        "tasks/pushNotificationConfig/set",
-        {"taskId": task["id"], "pushNotificationConfig": config},
+    configuration: dict[str, Any] = {"blocking": False}
+    if how == "inline in message/send":
+        configuration["pushNotificationConfig"] = config
+    task = rpc.result(
+        c, "message/send", {"message": rpc.msg03(text), "configuration": configuration}
     )
-    assert created == {
-        "taskId": task["id"],
-        "pushNotificationConfig": {"id": created["pushNotificationConfig"]["id"], **config},
-    }
+    assert task["kind"] == "task" and task["status"]["state"] in ("submitted", "working"), task
+    if how == "set on a running task":
+        created = rpc.result(
+            c,
+            "tasks/pushNotificationConfig/set",
+            {"taskId": task["id"], "pushNotificationConfig": config},
+        )
+        assert created == {
+            "taskId": task["id"],
+            "pushNotificationConfig": {"id": created["pushNotificationConfig"]["id"], **config},
+        }
 
-    pushed = receiver.wait_terminal("v03")
-    # The payloads are the A2A 1.0 StreamResponse whatever version configured the webhook.
-    assert state_of(pushed[-1]) == "TASK_STATE_COMPLETED"
-    assert all(next(iter(e.values()))["taskId"] == task["id"] for e in pushed)
-    # The later chunks of the reply, up to the last one.
-    chunks = [e["artifactUpdate"] for e in pushed if "artifactUpdate" in e]
-    assert chunks and chunks[-1].get("lastChunk") is True, pushed
-    assert f"Echo: {text}".endswith(artifact_text(pushed)), pushed
+    def completed() -> bool:
+        pushed = _v03_tasks(receiver, "v03")
+        return bool(pushed) and pushed[-1]["status"]["state"] == "completed"
+
+    receiver.wait_for("a completed 0.3 task at /hook/v03", completed)
+    pushed = _v03_tasks(receiver, "v03")
+    assert all(t["kind"] == "task" and t["id"] == task["id"] for t in pushed), pushed
+    assert all(t["contextId"] == task["contextId"] for t in pushed), pushed
+    # Each payload is the task as of one more event: states only move forward, and the
+    # reply's text only grows, to the full echo at the end.
+    order = ["submitted", "working", "completed"]
+    states = [order.index(t["status"]["state"]) for t in pushed]
+    assert states == sorted(states), [t["status"]["state"] for t in pushed]
+
+    def text_of(t: dict[str, Any]) -> str:
+        return "".join(p["text"] for a in t.get("artifacts", []) for p in a["parts"])
+
+    texts = [text_of(t) for t in pushed]
+    assert all(a == b[: len(a)] for a, b in itertools.pairwise(texts)), texts
+    assert texts[-1] == f"Echo: {text}"
+    if how == "inline in message/send":  # every event, from the first
+        assert pushed[0]["status"]["state"] == "submitted"
+        assert len(pushed) == len(set(map(json.dumps, pushed)))
     for request in receiver.of("v03"):
         assert request.header("x-a2a-notification-token") == TOKEN
         assert request.header("authorization") == f"Bearer {CREDENTIALS}"
-        assert request.header("content-type") == A2A_MEDIA_TYPE
+        assert request.header("content-type") == "application/json"

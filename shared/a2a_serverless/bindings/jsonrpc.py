@@ -236,7 +236,8 @@ def _v03_set_config(service: A2AService, call: Call) -> Any:
         raise errors.invalid_field("taskId", "is required")
     try:
         config = _parse(TaskPushNotificationConfig, v03.push_config_from_v03(call.params))
-        return v03.push_config_to_v03(get_push().create(call.owner, task_id, config))
+        created = get_push().create(call.owner, task_id, config.for_payload_version("0.3"))
+        return v03.push_config_to_v03(created)
     except errors.InvalidParamsError as exc:  # name the fields as the 0.3 client sent them
         violations = [
             (field if field == "taskId" else f"pushNotificationConfig.{field}", why)
@@ -298,14 +299,22 @@ V10_METHODS: dict[str, Handler] = {
 # 0.3 methods: translate params in, results out.
 
 
-def _v03_send(service: A2AService, call: Call) -> Any:
+def _v03_send_request(call: Call) -> SendMessageRequest:
     request = _parse(SendMessageRequest, v03.send_params_from_v03(call.params))
+    inline = request.configuration.task_push_notification_config if request.configuration else None
+    if request.configuration is not None and inline is not None:  # a 0.3 receiver's webhook
+        request.configuration.task_push_notification_config = inline.for_payload_version("0.3")
+    return request
+
+
+def _v03_send(service: A2AService, call: Call) -> Any:
+    request = _v03_send_request(call)
     result = service.send_message(call.owner, request)
     return v03.task_to_v03(result.task) if result.task else v03.message_to_v03(result.message)
 
 
 def _v03_stream(service: A2AService, call: Call) -> Any:
-    request = _parse(SendMessageRequest, v03.send_params_from_v03(call.params))
+    request = _v03_send_request(call)
     return Streamed(service.open_message_stream(call.owner, request))
 
 

@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PrivateAttr,
     field_validator,
     model_validator,
 )
@@ -296,6 +297,18 @@ class TaskPushNotificationConfig(A2AModel):
     url: str = Field(min_length=1)
     token: str | None = None
     authentication: AuthenticationInfo | None = None
+    # The A2A version whose payloads the webhook expects: set by the binding that created the
+    # config (a 0.3 receiver expects the Task object), stored with it, never on the wire.
+    _payload_version: str = PrivateAttr(default="1.0")
+
+    @property
+    def payload_version(self) -> str:
+        return self._payload_version
+
+    def for_payload_version(self, version: str) -> TaskPushNotificationConfig:
+        marked = self.model_copy()
+        marked._payload_version = version
+        return marked
 
 
 class ListTaskPushNotificationConfigsResponse(A2AModel):

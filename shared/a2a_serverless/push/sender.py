@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_serverless.bindings.jsonrpc_v03 import task_to_v03
 from a2a_serverless.models import TaskPushNotificationConfig
 from a2a_serverless.push.delivery import DeliveryResult, post_pinned
 from a2a_serverless.push.ssrf import EgressPolicy, UnsafeWebhookUrl, vet_url
@@ -61,7 +62,9 @@ Post = Callable[..., DeliveryResult]
 
 
 def webhook_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
-    headers = {"Content-Type": A2A_MEDIA_TYPE}
+    # 0.3 receivers take the Task as application/json (0.3 spec §9.5).
+    media_type = "application/json" if config.payload_version == "0.3" else A2A_MEDIA_TYPE
+    headers = {"Content-Type": media_type}
     if config.token:
         headers["X-A2A-Notification-Token"] = config.token
     if config.authentication is not None:
@@ -90,6 +93,19 @@ class WebhookSender:
         self.sleep = sleep
 
     # -- one attempt -----------------------------------------------------------------------
+
+    def payload(
+        self, config: TaskPushNotificationConfig, task_id: str, seq: int, event: bytes
+    ) -> bytes | None:
+        """What the webhook receives for event `seq`: the event itself (a 1.0
+        `StreamResponse`), or for a webhook registered over A2A 0.3 the task as of that event
+        in 0.3 shape, as 0.3 senders post it. None: nothing left to deliver (expired)."""
+        if config.payload_version != "0.3":
+            return event
+        task = self.store.task_as_of(task_id, seq)
+        if task is None:
+            return None
+        return json.dumps(task_to_v03(task), separators=(",", ":")).encode()
 
     def attempt(self, config: TaskPushNotificationConfig, body: bytes) -> DeliveryResult:
         """Vet the URL again (DNS may have changed) and POST once to the pinned address."""
@@ -120,7 +136,10 @@ class WebhookSender:
             if parked or key in parked_now:
                 self.enqueue(task_id, config.id or "", seq)
                 continue
-            result = self._attempt_inline(config, body)
+            payload = self.payload(config, task_id, seq, body)
+            if payload is None:
+                continue
+            result = self._attempt_inline(config, payload)
             if result.ok:
                 continue
             if not result.retryable:
@@ -182,10 +201,9 @@ class WebhookSender:
         if found is None:
             return  # deleted: deliveries stop
         config, failures = found
-        event = self.store.get_event(task_id, seq)
         result = None
-        if event is not None:  # else expired: nothing to deliver
-            payload = json.dumps(event.wire(), separators=(",", ":")).encode()
+        payload = self._queued_payload(config, task_id, seq)
+        if payload is not None:  # else expired: nothing to deliver
             result = self.attempt(config, payload)
         if result is None or result.ok or not result.retryable:
             if result is not None and not result.ok:
@@ -219,6 +237,14 @@ class WebhookSender:
             f"webhook {config_id} of task {task_id}: {result.error} "
             f"(attempt {failures} of {self.config.max_attempts}, receive {receives})"
         )
+
+    def _queued_payload(
+        self, config: TaskPushNotificationConfig, task_id: str, seq: int
+    ) -> bytes | None:
+        if config.payload_version == "0.3":
+            return self.payload(config, task_id, seq, b"")
+        event = self.store.get_event(task_id, seq)
+        return json.dumps(event.wire(), separators=(",", ":")).encode() if event else None
 
     def _dead_letter(
         self, task_id: str, config_id: str, seq: int, attempts: int, error: str

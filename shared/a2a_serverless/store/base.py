@@ -10,6 +10,7 @@ from a2a_serverless.models import (
     Artifact,
     Message,
     StreamResponse,
+    Task,
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
@@ -150,6 +151,8 @@ class TaskStore(Protocol):
     ) -> tuple[TaskPushNotificationConfig, int] | None: ...
 
     def count_push_failure(self, task_id: str, config_id: str) -> int | None: ...
+
+    def task_as_of(self, task_id: str, seq: int) -> Task | None: ...
 
     def reset_push_failures(self, task_id: str, config_id: str) -> None: ...
 

@@ -21,6 +21,7 @@ from a2a_serverless.models import (
     Artifact,
     Message,
     StreamResponse,
+    Task,
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
@@ -402,11 +403,19 @@ class DynamoDBTaskStore:
     # -- push notification configs (items P#{configId} in the task partition) ------------------
 
     def _push_item(self, config: TaskPushNotificationConfig) -> dict[str, Any]:
-        return {
+        item = {
             **self._key(config.task_id or "", f"{PUSH_PREFIX}{config.id}"),
             "cfg": _s(_dumps(config.wire())),
             "expiresAt": self._expires(),
         }
+        if config.payload_version != "1.0":
+            item["fmt"] = _s(config.payload_version)
+        return item
+
+    @staticmethod
+    def _push_config(item: dict[str, Any]) -> TaskPushNotificationConfig:
+        config = TaskPushNotificationConfig.model_validate_json(item["cfg"]["S"])
+        return config.for_payload_version(item["fmt"]["S"]) if "fmt" in item else config
 
     def put_push_config(self, config: TaskPushNotificationConfig) -> None:
         """Create or replace one config (its id is already assigned)."""
@@ -427,8 +436,7 @@ class DynamoDBTaskStore:
         ).get("Item")
         if not item:
             return None
-        config = TaskPushNotificationConfig.model_validate_json(item["cfg"]["S"])
-        return config, int(item.get("failures", {}).get("N", "0"))
+        return self._push_config(item), int(item.get("failures", {}).get("N", "0"))
 
     def count_push_failure(self, task_id: str, config_id: str) -> int | None:
         """One more failed attempt of the config's current delivery; the new count, or None
@@ -465,13 +473,7 @@ class DynamoDBTaskStore:
             ExpressionAttributeValues={":pk": _s(f"T#{task_id}"), ":p": _s(PUSH_PREFIX)},
             ConsistentRead=True,
         )
-        return [
-            (
-                TaskPushNotificationConfig.model_validate_json(i["cfg"]["S"]),
-                i.get("parked", {}).get("BOOL", False),
-            )
-            for i in items
-        ]
+        return [(self._push_config(i), i.get("parked", {}).get("BOOL", False)) for i in items]
 
     def delete_push_config(self, task_id: str, config_id: str) -> None:
         self._db.delete_item(
@@ -490,6 +492,32 @@ class DynamoDBTaskStore:
             )
         except self._db.exceptions.ConditionalCheckFailedException:
             pass  # deleted meanwhile: nothing more to deliver
+
+    def task_as_of(self, task_id: str, seq: int) -> Task | None:
+        """The task as a client that had seen events 1..seq would hold it (no history)."""
+        items = self._query_all(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :last",
+            ExpressionAttributeValues={
+                ":pk": _s(f"T#{task_id}"),
+                ":first": _s(_event_sk(0)),
+                ":last": _s(_event_sk(seq)),
+            },
+            ConsistentRead=True,
+        )
+        events = [StreamResponse.model_validate_json(i["ev"]["S"]) for i in items]
+        status, artifacts = fold_events(events)
+        if status is None:
+            return None
+        context_id = next(
+            (
+                body.context_id
+                for e in events
+                for body in (e.task, e.status_update, e.artifact_update)
+                if body is not None and body.context_id
+            ),
+            "",
+        )
+        return Task(id=task_id, context_id=context_id, status=status, artifacts=artifacts or None)
 
     def get_event(self, task_id: str, seq: int) -> StreamResponse | None:
         item = self._db.get_item(
