@@ -612,6 +612,6 @@ def test_stack_builds_the_template_mappings(stack_with_event_sources: LocalStack
     # The running stream poller hands inserted event items to the real sender (a task with
     # no webhook: nothing to do) and skips the rest.
     write(stack, "H", "E#0000000001")
-    wait_for(lambda: stream.invocations == 1, timeout=5)
+    wait_for(lambda: stream.invocations == 1, timeout=15)
     stack.event_sources.drain()
     assert stream.invocations == 1 and stream.retries == 0

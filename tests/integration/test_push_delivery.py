@@ -302,7 +302,7 @@ def test_a_failing_webhook_is_dead_lettered_in_order_without_holding_back_others
     wait_settled(healthy)
     expected = events_of(running_stack, healthy)
     # The healthy webhook gets all of its task's events at once, whatever the other does.
-    wait_for(lambda: len(webhooks.delivered("up")) >= len(expected), timeout=5)
+    wait_for(lambda: len(webhooks.delivered("up")) >= len(expected), timeout=10)
     assert webhooks.delivered("up") == expected
     assert not parked(healthy)
     assert parked(failing)
