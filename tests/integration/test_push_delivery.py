@@ -348,6 +348,38 @@ def test_a_recovering_webhook_gets_everything_in_order(
     assert queue_depth(stack.queues["PushRetryQueue"]) == 0
 
 
+def test_a_recovered_webhook_is_unparked_and_later_events_go_directly(
+    stack: LocalStack, webhooks: Webhooks
+) -> None:
+    """Once the queue has delivered the last event it held, the webhook leaves the queue
+    path: the next turn's events are POSTed by the stream batch itself, still in order."""
+    task_id = start_task(webhooks.hook("back", failing_first(3)), "ask me [input]")
+    pump_stream(stack)
+    assert parked(task_id)
+    queue = pump_queue(stack)
+    assert webhooks.delivered("back") == events_of(stack, task_id)
+    assert not parked(task_id)
+    record = wiring.get_store().get_record(task_id)
+    assert record is not None and record.state.value == "TASK_STATE_INPUT_REQUIRED"
+    answer = SendMessageRequest.model_validate(
+        {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": "the answer"}],
+                "taskId": task_id,
+                "contextId": record.context_id,
+            }
+        }
+    )
+    wiring.get_service().send_message(OWNER, answer)
+    invocations = queue.invocations
+    pump_stream(stack)
+    assert webhooks.delivered("back") == events_of(stack, task_id)  # both turns, in order
+    assert pump_queue(stack).invocations == invocations  # nothing went through the queue
+    assert not parked(task_id)
+
+
 def test_events_behind_a_dead_lettered_one_still_get_their_attempts(
     stack: LocalStack, webhooks: Webhooks
 ) -> None:

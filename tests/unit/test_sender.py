@@ -179,3 +179,30 @@ def test_queued_delivery_backs_off_and_reports_failure(stack: LocalStack, queue_
         {"taskId": task_id, "configId": "c1", "seq": 1}, "x", 1
     )
     assert quiet.calls == []
+
+
+def test_parked_webhooks_queue_in_order_and_unparked_ones_go_directly(
+    stack: LocalStack, queue_url: str
+) -> None:
+    store = wiring.get_store()
+    config = _config("t5")
+    store.put_push_config(config)
+    receiver = Receiver([OK, OK])
+    sender = _sender(queue_url, receiver)
+    body = _body("t5", TaskState.WORKING)
+    store.park_push_config("t5", "c1", 3)  # events from 3 on go through the queue
+    sender.deliver_stream_event("t5", 4, body, [(config, True)], set())
+    sender.deliver_stream_event("t5", 2, body, [(config, True)], set())  # a retried batch
+    assert receiver.calls == [] and [m["seq"] for m in _queued(queue_url)] == [4, 2]
+    assert store.get_push_delivery("t5", "c1").queued_through == 4  # never lowered
+    # The queue delivered 3, not the last queued: still parked.
+    assert not store.unpark_if_drained("t5", "c1", 3)
+    assert store.unpark_if_drained("t5", "c1", 4)
+    # A batch that read the config while it was parked: the event goes directly now.
+    sender.deliver_stream_event("t5", 5, body, [(config, True)], set())
+    assert len(receiver.calls) == 1
+    counts = boto3.client("sqs", region_name="us-east-1").get_queue_attributes(
+        QueueUrl=queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert sum(int(v) for v in counts.values()) == 2  # 4 and 2 only: 5 was not queued

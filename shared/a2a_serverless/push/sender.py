@@ -31,7 +31,7 @@ from a2a_serverless.bindings.jsonrpc_v03 import task_to_v03
 from a2a_serverless.models import TaskPushNotificationConfig
 from a2a_serverless.push.delivery import DeliveryResult, post_pinned
 from a2a_serverless.push.ssrf import EgressPolicy, UnsafeWebhookUrl, vet_url
-from a2a_serverless.store import TaskStore
+from a2a_serverless.store import PushDelivery, TaskStore
 
 logger = logging.getLogger(__name__)
 
@@ -133,9 +133,14 @@ class WebhookSender:
     ) -> None:
         for config, parked in configs:
             key = (task_id, config.id or "")
-            if parked or key in parked_now:
+            if (parked or key in parked_now) and self.store.queue_behind(
+                task_id, config.id or "", seq
+            ):
                 self.enqueue(task_id, config.id or "", seq)
                 continue
+            # Not parked, or unparked since this batch read it: the queue has delivered
+            # everything before this event, so it goes directly.
+            parked_now.discard(key)
             payload = self.payload(config, task_id, seq, body)
             if payload is None:
                 continue
@@ -157,7 +162,7 @@ class WebhookSender:
                 task_id,
                 result.error,
             )
-            self.store.park_push_config(task_id, config.id or "")
+            self.store.park_push_config(task_id, config.id or "", seq)
             parked_now.add(key)
             self.enqueue(task_id, config.id or "", seq)
 
@@ -200,7 +205,7 @@ class WebhookSender:
         found = self.store.get_push_delivery(task_id, config_id)
         if found is None:
             return  # deleted: deliveries stop
-        config, failures = found
+        config, failures = found.config, found.failures
         result = None
         payload = self._queued_payload(config, task_id, seq)
         if payload is not None:  # else expired: nothing to deliver
@@ -214,15 +219,14 @@ class WebhookSender:
                     seq,
                     result.error,
                 )
-            if failures:
-                self.store.reset_push_failures(task_id, config_id)
+            self._done(task_id, config_id, seq, found)
             return
         failures = self.store.count_push_failure(task_id, config_id)
         if failures is None:
             return  # deleted meanwhile
         if failures >= self.config.max_attempts:
             self._dead_letter(task_id, config_id, seq, failures, result.error or "")
-            self.store.reset_push_failures(task_id, config_id)
+            self._done(task_id, config_id, seq, found, failed=True)
             return  # the message is deleted; the group moves on to the next event
         delay = min(
             self.config.retry_cap_seconds,
@@ -237,6 +241,18 @@ class WebhookSender:
             f"webhook {config_id} of task {task_id}: {result.error} "
             f"(attempt {failures} of {self.config.max_attempts}, receive {receives})"
         )
+
+    def _done(
+        self, task_id: str, config_id: str, seq: int, found: PushDelivery, failed: bool = False
+    ) -> None:
+        """The queue is done with event `seq`: the next one starts with a clean failure count,
+        and when it was the last event queued the webhook is unparked (later events go
+        directly again; the conditional write loses to a stream batch queueing a later
+        one)."""
+        if found.queued_through == seq and self.store.unpark_if_drained(task_id, config_id, seq):
+            return  # unparking clears the count too
+        if found.failures or failed:
+            self.store.reset_push_failures(task_id, config_id)
 
     def _queued_payload(
         self, config: TaskPushNotificationConfig, task_id: str, seq: int

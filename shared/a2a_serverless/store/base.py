@@ -89,6 +89,15 @@ class StatusChange:
 
 
 @dataclass
+class PushDelivery:
+    """A webhook config with the state of its queued (parked) deliveries."""
+
+    config: TaskPushNotificationConfig
+    failures: int = 0  # failed attempts of the oldest queued event
+    queued_through: int | None = None  # last event queued while parked
+
+
+@dataclass
 class ListQuery:
     owner: str
     context_id: str | None = None
@@ -144,11 +153,13 @@ class TaskStore(Protocol):
 
     def delete_push_config(self, task_id: str, config_id: str) -> None: ...
 
-    def park_push_config(self, task_id: str, config_id: str) -> None: ...
+    def park_push_config(self, task_id: str, config_id: str, seq: int) -> None: ...
 
-    def get_push_delivery(
-        self, task_id: str, config_id: str
-    ) -> tuple[TaskPushNotificationConfig, int] | None: ...
+    def queue_behind(self, task_id: str, config_id: str, seq: int) -> bool: ...
+
+    def unpark_if_drained(self, task_id: str, config_id: str, seq: int) -> bool: ...
+
+    def get_push_delivery(self, task_id: str, config_id: str) -> PushDelivery | None: ...
 
     def count_push_failure(self, task_id: str, config_id: str) -> int | None: ...
 

@@ -31,6 +31,7 @@ from a2a_serverless.store.base import (
     ConflictError,
     Dedupe,
     ListQuery,
+    PushDelivery,
     StatusChange,
     TaskRecord,
     TaskSnapshot,
@@ -423,12 +424,11 @@ class DynamoDBTaskStore:
 
     def get_push_config(self, task_id: str, config_id: str) -> TaskPushNotificationConfig | None:
         found = self.get_push_delivery(task_id, config_id)
-        return found[0] if found else None
+        return found.config if found else None
 
-    def get_push_delivery(
-        self, task_id: str, config_id: str
-    ) -> tuple[TaskPushNotificationConfig, int] | None:
-        """A config and the failed attempts of its current queued delivery (one read)."""
+    def get_push_delivery(self, task_id: str, config_id: str) -> PushDelivery | None:
+        """A config with its queue state: failed attempts of the current queued delivery and
+        the last event queued (one read)."""
         item = self._db.get_item(
             TableName=self._table,
             Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
@@ -436,7 +436,12 @@ class DynamoDBTaskStore:
         ).get("Item")
         if not item:
             return None
-        return self._push_config(item), int(item.get("failures", {}).get("N", "0"))
+        queued = item.get("queuedThrough", {}).get("N")
+        return PushDelivery(
+            config=self._push_config(item),
+            failures=int(item.get("failures", {}).get("N", "0")),
+            queued_through=int(queued) if queued is not None else None,
+        )
 
     def count_push_failure(self, task_id: str, config_id: str) -> int | None:
         """One more failed attempt of the config's current delivery; the new count, or None
@@ -480,18 +485,54 @@ class DynamoDBTaskStore:
             TableName=self._table, Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}")
         )
 
-    def park_push_config(self, task_id: str, config_id: str) -> None:
-        """From now on this config's deliveries go through the ordered retry queue."""
+    def park_push_config(self, task_id: str, config_id: str, seq: int) -> None:
+        """From now on this config's deliveries go through the ordered retry queue; `seq` is
+        the first event queued."""
         try:
             self._db.update_item(
                 TableName=self._table,
                 Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
-                UpdateExpression="SET parked = :t",
+                UpdateExpression="SET parked = :t, queuedThrough = :seq",
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":t": {"BOOL": True}},
+                ExpressionAttributeValues={":t": {"BOOL": True}, ":seq": {"N": str(seq)}},
             )
         except self._db.exceptions.ConditionalCheckFailedException:
             pass  # deleted meanwhile: nothing more to deliver
+
+    def queue_behind(self, task_id: str, config_id: str, seq: int) -> bool:
+        """Record that event `seq` goes through the queue too, if the config is still parked
+        (True); False once the queue has drained and the config was unparked (deliver it
+        directly) or deleted."""
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
+                UpdateExpression="SET queuedThrough = :seq",
+                ConditionExpression="parked = :t AND queuedThrough < :seq",
+                ExpressionAttributeValues={":t": {"BOOL": True}, ":seq": {"N": str(seq)}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self._db.exceptions.ConditionalCheckFailedException as exc:
+            old = exc.response.get("Item") or {}
+            # Still parked with a later event queued (a retried batch): queue it again (the
+            # queue drops the copy); unparked or deleted: not queued.
+            return bool(old.get("parked", {}).get("BOOL", False))
+        return True
+
+    def unpark_if_drained(self, task_id: str, config_id: str, seq: int) -> bool:
+        """Done with event `seq` on the queue: if it was the last one queued, later events
+        go directly again."""
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
+                UpdateExpression="REMOVE parked, queuedThrough, failures",
+                ConditionExpression="parked = :t AND queuedThrough = :seq",
+                ExpressionAttributeValues={":t": {"BOOL": True}, ":seq": {"N": str(seq)}},
+            )
+        except self._db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def task_as_of(self, task_id: str, seq: int) -> Task | None:
         """The task as a client that had seen events 1..seq would hold it (no history)."""
