@@ -12,12 +12,11 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
 
@@ -31,13 +30,12 @@ from a2a_serverless.bindings.http import (
 from a2a_serverless.bindings.rest import ERROR_DOMAIN, invalid_params_from
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
-from a2a_serverless.core.service import A2AService, ListTasksParams, StreamStart
+from a2a_serverless.core.service import A2AService, StreamStart
 from a2a_serverless.models import (
+    ListTasksRequest,
     SendMessageRequest,
     StreamResponse,
     TaskPushNotificationConfig,
-    TaskState,
-    parse_task_state,
 )
 from a2a_serverless.wiring import get_push, get_service
 
@@ -124,22 +122,7 @@ class _TaskIdParams(_Params):
     history_length: int | None = Field(None, ge=0)
 
 
-class _ListParams(_Params):
-    context_id: str | None = None
-    status: TaskState | None = None
-    page_size: int | None = None
-    page_token: str | None = None
-    history_length: int | None = None
-    status_timestamp_after: datetime | None = None
-    include_artifacts: bool = False
-
-    @field_validator("status", mode="before")
-    @classmethod
-    def _state(cls, value: Any) -> Any:
-        return None if value in (None, "") else parse_task_state(value)
-
-
-def _parse(model: type[_Params] | type[SendMessageRequest], params: dict[str, Any]) -> Any:
+def _parse(model: type[BaseModel], params: dict[str, Any]) -> Any:
     try:
         return model.model_validate(params)
     except ValidationError as exc:
@@ -178,8 +161,7 @@ def _get_task(service: A2AService, call: Call) -> Any:
 
 
 def _list_tasks(service: A2AService, call: Call) -> Any:
-    params = _parse(_ListParams, call.params)
-    return service.list_tasks(call.owner, ListTasksParams(**params.model_dump())).wire()
+    return service.list_tasks(call.owner, _parse(ListTasksRequest, call.params)).wire()
 
 
 def _cancel(service: A2AService, call: Call) -> Any:

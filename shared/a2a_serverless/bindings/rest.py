@@ -25,9 +25,9 @@ from a2a_serverless.bindings.http import (
 )
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
-from a2a_serverless.core.service import ListTasksParams
 from a2a_serverless.models import (
     A2AModel,
+    ListTasksRequest,
     SendMessageRequest,
     StreamResponse,
     TaskPushNotificationConfig,
@@ -301,7 +301,7 @@ async def list_tasks(request: Request) -> Response:
         state = parse_task_state(status) if status else None
     except ValueError as exc:
         raise errors.invalid_field("status", str(exc)) from None
-    params = ListTasksParams(
+    params = ListTasksRequest(
         context_id=request.query_params.get("contextId") or None,
         status=state,
         page_size=_int_param(request, "pageSize"),

@@ -10,7 +10,6 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from a2a_serverless.core.errors import (
     ContentTypeNotSupportedError,
@@ -28,6 +27,7 @@ from a2a_serverless.core.tasklog import StateMoved, status_event, transition
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
+    ListTasksRequest,
     ListTasksResponse,
     Message,
     Role,
@@ -64,17 +64,6 @@ class WaitPolicy:
     poll: PollPolicy = field(default_factory=PollPolicy)
     stream_max_seconds: float = 840.0
     heartbeat_seconds: float = 15.0
-
-
-@dataclass(frozen=True)
-class ListTasksParams:
-    context_id: str | None = None
-    status: TaskState | None = None
-    page_size: int | None = None
-    page_token: str | None = None
-    history_length: int | None = None
-    status_timestamp_after: datetime | None = None
-    include_artifacts: bool = False
 
 
 @dataclass
@@ -467,7 +456,7 @@ class A2AService:
             metadata=record.metadata or None,
         )
 
-    def list_tasks(self, owner: str, params: ListTasksParams) -> ListTasksResponse:
+    def list_tasks(self, owner: str, params: ListTasksRequest) -> ListTasksResponse:
         page_size = DEFAULT_PAGE_SIZE if params.page_size is None else params.page_size
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise invalid_field("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")

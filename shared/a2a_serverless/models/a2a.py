@@ -37,6 +37,7 @@ __all__ = [
     "Artifact",
     "AuthenticationInfo",
     "ListTaskPushNotificationConfigsResponse",
+    "ListTasksRequest",
     "ListTasksResponse",
     "Message",
     "Part",
@@ -328,6 +329,24 @@ class SendMessageRequest(A2AModel):
     message: Message
     configuration: SendMessageConfiguration | None = None
     metadata: dict[str, Any] | None = None
+
+
+class ListTasksRequest(A2AModel):
+    """ListTasks parameters (spec §3.1.4), whichever binding carried them; ranges are checked
+    by the operation."""
+
+    context_id: str | None = None
+    status: TaskState | None = None
+    page_size: int | None = None
+    page_token: str | None = None
+    history_length: int | None = None
+    status_timestamp_after: Timestamp | None = None
+    include_artifacts: bool = False
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _state(cls, value: Any) -> Any:
+        return None if value in (None, "") else parse_task_state(value)
 
 
 class ListTasksResponse(A2AModel):
