@@ -27,7 +27,7 @@ from a2a_serverless.bindings.http import (
     principal,
     read_body,
 )
-from a2a_serverless.bindings.rest import ERROR_DOMAIN, invalid_params_from
+from a2a_serverless.bindings.rest import error_details, invalid_params_from
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.service import A2AService, StreamStart
@@ -92,21 +92,7 @@ def _classify(exc: Exception) -> tuple[int, str, str, dict[str, str], list[tuple
 def error_object(exc: Exception) -> dict[str, Any]:
     """The JSON-RPC error object: code, message, and `google.rpc` details in `data`."""
     code, message, reason, metadata, violations = _classify(exc)
-    info: dict[str, Any] = {
-        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-        "reason": reason,
-        "domain": ERROR_DOMAIN,
-    }
-    if metadata:
-        info["metadata"] = metadata
-    data: list[dict[str, Any]] = [info]
-    if violations:
-        data.append(
-            {
-                "@type": "type.googleapis.com/google.rpc.BadRequest",
-                "fieldViolations": [{"field": f, "description": d} for f, d in violations],
-            }
-        )
+    data = error_details(reason, metadata, violations)
     return {"code": code, "message": message, "data": data}
 
 

@@ -58,15 +58,13 @@ _STATUS: dict[type[errors.A2AError], tuple[int, str]] = {
 }
 
 
-def status_body(
-    code: int,
-    status: str,
-    message: str,
-    reason: str | None = None,
+def error_details(
+    reason: str | None,
     metadata: dict[str, str] | None = None,
     violations: list[tuple[str, str]] | None = None,
-) -> dict[str, Any]:
-    """A google.rpc.Status JSON body with ErrorInfo (and BadRequest) details."""
+) -> list[dict[str, Any]]:
+    """The `google.rpc` details of an A2A error: ErrorInfo (and BadRequest), as every binding
+    carries them (HTTP+JSON in `error.details`, JSON-RPC in `error.data`)."""
     details: list[dict[str, Any]] = []
     if reason:
         info: dict[str, Any] = {
@@ -87,6 +85,19 @@ def status_body(
                 ],
             }
         )
+    return details
+
+
+def status_body(
+    code: int,
+    status: str,
+    message: str,
+    reason: str | None = None,
+    metadata: dict[str, str] | None = None,
+    violations: list[tuple[str, str]] | None = None,
+) -> dict[str, Any]:
+    """A google.rpc.Status JSON body with ErrorInfo (and BadRequest) details."""
+    details = error_details(reason, metadata, violations)
     error: dict[str, Any] = {"code": code, "status": status, "message": message}
     if details:
         error["details"] = details
