@@ -366,8 +366,8 @@ def _reply(id_: Any, *, result: Any = None, error: Exception | None = None) -> J
     return JSONResponse(body, media_type="application/json")
 
 
-def _request_object(payload: Any) -> tuple[Any, bool, str, dict[str, Any]]:
-    """(id, has id, method, params) of a JSON-RPC 2.0 request, or RpcError."""
+def _request_object(payload: Any) -> tuple[str, dict[str, Any]]:
+    """(method, params) of a valid JSON-RPC 2.0 request object, or RpcError."""
     if isinstance(payload, list):
         raise RpcError(
             INVALID_REQUEST,
@@ -389,7 +389,7 @@ def _request_object(payload: Any) -> tuple[Any, bool, str, dict[str, Any]]:
         params = {}
     if not isinstance(params, dict):
         raise RpcError(INVALID_REQUEST, "params must be an object", "INVALID_REQUEST")
-    return id_, "id" in payload, method, params
+    return method, params
 
 
 def _detect_id(payload: Any) -> tuple[Any, bool]:
@@ -426,7 +426,7 @@ async def jsonrpc_endpoint(request: Request) -> Response:
         except (ValueError, UnicodeDecodeError) as exc:
             raise RpcError(PARSE_ERROR, f"Invalid JSON payload: {exc}", "JSON_PARSE") from None
         id_, has_id = _detect_id(payload)
-        id_, has_id, method, params = _request_object(payload)
+        method, params = _request_object(payload)
         # The version is checked once the id is known, so its error echoes the request's id.
         version = _version(request)
         handler = METHODS[version].get(method)
