@@ -95,17 +95,15 @@ class WebhookSender:
     # -- one attempt -----------------------------------------------------------------------
 
     def payload(
-        self, config: TaskPushNotificationConfig, task_id: str, seq: int, event: bytes
+        self, version: str, task_id: str, seq: int, event_json: bytes | None = None
     ) -> bytes | None:
-        """What the webhook receives for event `seq`: the event itself (a 1.0
-        `StreamResponse`), or for a webhook registered over A2A 0.3 the task as of that event
+        """What a webhook expecting A2A `version` receives for event `seq`: the event itself
+        (a 1.0 `StreamResponse`; read when not given), or for 0.3 the task as of that event
         in 0.3 shape, as 0.3 senders post it. None: nothing left to deliver (expired)."""
-        if config.payload_version != "0.3":
-            return event
-        task = self.store.task_as_of(task_id, seq)
-        if task is None:
-            return None
-        return json.dumps(task_to_v03(task), separators=(",", ":")).encode()
+        if version == "0.3":
+            task = self.store.task_as_of(task_id, seq)
+            return json.dumps(task_to_v03(task), separators=(",", ":")).encode() if task else None
+        return event_json if event_json is not None else self.store.get_event_json(task_id, seq)
 
     def attempt(self, config: TaskPushNotificationConfig, body: bytes) -> DeliveryResult:
         """Vet the URL again (DNS may have changed) and POST once to the pinned address."""
@@ -131,17 +129,20 @@ class WebhookSender:
         configs: list[tuple[TaskPushNotificationConfig, bool]],
         parked_now: set[tuple[str, str]],
     ) -> None:
+        payloads: dict[str, bytes | None] = {}
         for config, parked in configs:
-            key = (task_id, config.id or "")
-            if (parked or key in parked_now) and self.store.queue_behind(
-                task_id, config.id or "", seq
-            ):
-                self.enqueue(task_id, config.id or "", seq)
+            config_id = config.id or ""
+            key = (task_id, config_id)
+            if (parked or key in parked_now) and self.store.queue_behind(task_id, config_id, seq):
+                self.enqueue(task_id, config_id, seq)
                 continue
             # Not parked, or unparked since this batch read it: the queue has delivered
             # everything before this event, so it goes directly.
             parked_now.discard(key)
-            payload = self.payload(config, task_id, seq, body)
+            version = config.payload_version
+            if version not in payloads:  # once per event, whatever the number of webhooks
+                payloads[version] = self.payload(version, task_id, seq, body)
+            payload = payloads[version]
             if payload is None:
                 continue
             result = self._attempt_inline(config, payload)
@@ -162,9 +163,9 @@ class WebhookSender:
                 task_id,
                 result.error,
             )
-            self.store.park_push_config(task_id, config.id or "", seq)
+            self.store.park_push_config(task_id, config_id, seq)
             parked_now.add(key)
-            self.enqueue(task_id, config.id or "", seq)
+            self.enqueue(task_id, config_id, seq)
 
     def _attempt_inline(self, config: TaskPushNotificationConfig, body: bytes) -> DeliveryResult:
         result = self.attempt(config, body)
@@ -207,7 +208,7 @@ class WebhookSender:
             return  # deleted: deliveries stop
         config, failures = found.config, found.failures
         result = None
-        payload = self._queued_payload(config, task_id, seq)
+        payload = self.payload(config.payload_version, task_id, seq)
         if payload is not None:  # else expired: nothing to deliver
             result = self.attempt(config, payload)
         if result is None or result.ok or not result.retryable:
@@ -253,14 +254,6 @@ class WebhookSender:
             return  # unparking clears the count too
         if found.failures or failed:
             self.store.reset_push_failures(task_id, config_id)
-
-    def _queued_payload(
-        self, config: TaskPushNotificationConfig, task_id: str, seq: int
-    ) -> bytes | None:
-        if config.payload_version == "0.3":
-            return self.payload(config, task_id, seq, b"")
-        event = self.store.get_event(task_id, seq)
-        return json.dumps(event.wire(), separators=(",", ":")).encode() if event else None
 
     def _dead_letter(
         self, task_id: str, config_id: str, seq: int, attempts: int, error: str

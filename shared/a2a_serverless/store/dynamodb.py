@@ -262,12 +262,7 @@ class DynamoDBTaskStore:
             items.append(("dedupe", self._dedupe_put(dedupe, record.task_id)))
         if push_config is not None:
             # In the same transaction: the webhook must exist before the first event does.
-            items.append(
-                (
-                    "push",
-                    {"Put": {"TableName": self._table, "Item": self._push_item(push_config)}},
-                )
-            )
+            items.append(("push", self._push_put(push_config)))
         self._transact(items)
 
     def _dedupe_put(self, dedupe: Dedupe, task_id: str) -> dict[str, Any]:
@@ -342,8 +337,7 @@ class DynamoDBTaskStore:
         if change.dedupe is not None:
             items.append(("dedupe", self._dedupe_put(change.dedupe, change.task_id)))
         if change.push_config is not None:
-            put = {"TableName": self._table, "Item": self._push_item(change.push_config)}
-            items.append(("push", {"Put": put}))
+            items.append(("push", self._push_put(change.push_config)))
         header_update = {
             "Update": {
                 "TableName": self._table,
@@ -403,9 +397,12 @@ class DynamoDBTaskStore:
 
     # -- push notification configs (items P#{configId} in the task partition) ------------------
 
+    def _push_key(self, task_id: str, config_id: str) -> dict[str, Any]:
+        return self._key(task_id, f"{PUSH_PREFIX}{config_id}")
+
     def _push_item(self, config: TaskPushNotificationConfig) -> dict[str, Any]:
         item = {
-            **self._key(config.task_id or "", f"{PUSH_PREFIX}{config.id}"),
+            **self._push_key(config.task_id or "", config.id or ""),
             "cfg": _s(_dumps(config.wire())),
             "expiresAt": self._expires(),
         }
@@ -413,10 +410,24 @@ class DynamoDBTaskStore:
             item["fmt"] = _s(config.payload_version)
         return item
 
+    def _push_put(self, config: TaskPushNotificationConfig) -> dict[str, Any]:
+        """A transaction item writing the config (with the task or the turn it belongs to)."""
+        return {"Put": {"TableName": self._table, "Item": self._push_item(config)}}
+
     @staticmethod
     def _push_config(item: dict[str, Any]) -> TaskPushNotificationConfig:
         config = TaskPushNotificationConfig.model_validate_json(item["cfg"]["S"])
         return config.for_payload_version(item["fmt"]["S"]) if "fmt" in item else config
+
+    def _update_push(self, task_id: str, config_id: str, **update: Any) -> dict[str, Any] | None:
+        """One conditional update of a config item: the response, or None when its condition
+        failed (the config was deleted, or its queue state moved on)."""
+        try:
+            return self._db.update_item(
+                TableName=self._table, Key=self._push_key(task_id, config_id), **update
+            )
+        except self._db.exceptions.ConditionalCheckFailedException:
+            return None
 
     def put_push_config(self, config: TaskPushNotificationConfig) -> None:
         """Create or replace one config (its id is already assigned)."""
@@ -430,9 +441,7 @@ class DynamoDBTaskStore:
         """A config with its queue state: failed attempts of the current queued delivery and
         the last event queued (one read)."""
         item = self._db.get_item(
-            TableName=self._table,
-            Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
-            ConsistentRead=True,
+            TableName=self._table, Key=self._push_key(task_id, config_id), ConsistentRead=True
         ).get("Item")
         if not item:
             return None
@@ -446,30 +455,24 @@ class DynamoDBTaskStore:
     def count_push_failure(self, task_id: str, config_id: str) -> int | None:
         """One more failed attempt of the config's current delivery; the new count, or None
         when the config was deleted meanwhile."""
-        try:
-            result = self._db.update_item(
-                TableName=self._table,
-                Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
-                UpdateExpression="ADD failures :one",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":one": {"N": "1"}},
-                ReturnValues="UPDATED_NEW",
-            )
-        except self._db.exceptions.ConditionalCheckFailedException:
-            return None
-        return int(result["Attributes"]["failures"]["N"])
+        result = self._update_push(
+            task_id,
+            config_id,
+            UpdateExpression="ADD failures :one",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":one": {"N": "1"}},
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(result["Attributes"]["failures"]["N"]) if result else None
 
     def reset_push_failures(self, task_id: str, config_id: str) -> None:
         """The current delivery is done with: the next one starts with a clean count."""
-        try:
-            self._db.update_item(
-                TableName=self._table,
-                Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
-                UpdateExpression="REMOVE failures",
-                ConditionExpression="attribute_exists(pk)",
-            )
-        except self._db.exceptions.ConditionalCheckFailedException:
-            pass
+        self._update_push(
+            task_id,
+            config_id,
+            UpdateExpression="REMOVE failures",
+            ConditionExpression="attribute_exists(pk)",
+        )
 
     def list_push_configs(self, task_id: str) -> list[tuple[TaskPushNotificationConfig, bool]]:
         """Every config of a task, with whether its deliveries are parked on the retry queue."""
@@ -481,23 +484,18 @@ class DynamoDBTaskStore:
         return [(self._push_config(i), i.get("parked", {}).get("BOOL", False)) for i in items]
 
     def delete_push_config(self, task_id: str, config_id: str) -> None:
-        self._db.delete_item(
-            TableName=self._table, Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}")
-        )
+        self._db.delete_item(TableName=self._table, Key=self._push_key(task_id, config_id))
 
     def park_push_config(self, task_id: str, config_id: str, seq: int) -> None:
         """From now on this config's deliveries go through the ordered retry queue; `seq` is
-        the first event queued."""
-        try:
-            self._db.update_item(
-                TableName=self._table,
-                Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
-                UpdateExpression="SET parked = :t, queuedThrough = :seq",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":t": {"BOOL": True}, ":seq": {"N": str(seq)}},
-            )
-        except self._db.exceptions.ConditionalCheckFailedException:
-            pass  # deleted meanwhile: nothing more to deliver
+        the first event queued. (A deleted config stays deleted: nothing more to deliver.)"""
+        self._update_push(
+            task_id,
+            config_id,
+            UpdateExpression="SET parked = :t, queuedThrough = :seq",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":t": {"BOOL": True}, ":seq": {"N": str(seq)}},
+        )
 
     def queue_behind(self, task_id: str, config_id: str, seq: int) -> bool:
         """Record that event `seq` goes through the queue too, if the config is still parked
@@ -506,7 +504,7 @@ class DynamoDBTaskStore:
         try:
             self._db.update_item(
                 TableName=self._table,
-                Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
+                Key=self._push_key(task_id, config_id),
                 UpdateExpression="SET queuedThrough = :seq",
                 ConditionExpression="parked = :t AND queuedThrough < :seq",
                 ExpressionAttributeValues={":t": {"BOOL": True}, ":seq": {"N": str(seq)}},
@@ -522,17 +520,14 @@ class DynamoDBTaskStore:
     def unpark_if_drained(self, task_id: str, config_id: str, seq: int) -> bool:
         """Done with event `seq` on the queue: if it was the last one queued, later events
         go directly again."""
-        try:
-            self._db.update_item(
-                TableName=self._table,
-                Key=self._key(task_id, f"{PUSH_PREFIX}{config_id}"),
-                UpdateExpression="REMOVE parked, queuedThrough, failures",
-                ConditionExpression="parked = :t AND queuedThrough = :seq",
-                ExpressionAttributeValues={":t": {"BOOL": True}, ":seq": {"N": str(seq)}},
-            )
-        except self._db.exceptions.ConditionalCheckFailedException:
-            return False
-        return True
+        result = self._update_push(
+            task_id,
+            config_id,
+            UpdateExpression="REMOVE parked, queuedThrough, failures",
+            ConditionExpression="parked = :t AND queuedThrough = :seq",
+            ExpressionAttributeValues={":t": {"BOOL": True}, ":seq": {"N": str(seq)}},
+        )
+        return result is not None
 
     def task_as_of(self, task_id: str, seq: int) -> Task | None:
         """The task as a client that had seen events 1..seq would hold it (no history)."""
@@ -560,11 +555,12 @@ class DynamoDBTaskStore:
         )
         return Task(id=task_id, context_id=context_id, status=status, artifacts=artifacts or None)
 
-    def get_event(self, task_id: str, seq: int) -> StreamResponse | None:
+    def get_event_json(self, task_id: str, seq: int) -> bytes | None:
+        """One event as stored: its `StreamResponse` wire JSON (what the stream carries)."""
         item = self._db.get_item(
             TableName=self._table, Key=self._key(task_id, _event_sk(seq)), ConsistentRead=True
         ).get("Item")
-        return StreamResponse.model_validate_json(item["ev"]["S"]) if item else None
+        return item["ev"]["S"].encode() if item else None
 
     # -- reads -----------------------------------------------------------------------------
 
