@@ -224,9 +224,7 @@ class A2AService:
     ) -> _Created:
         task_id = str(uuid.uuid4())
         context_id = message.context_id or str(uuid.uuid4())
-        push_config = self._inline_push(
-            request.configuration or SendMessageConfiguration(), task_id
-        )
+        push_config = self._inline_push(request.configuration, task_id)
         stored = message.model_copy(update={"task_id": task_id, "context_id": context_id})
         status = TaskStatus(state=TaskState.SUBMITTED, timestamp=utcnow())
         record = TaskRecord(
@@ -257,9 +255,9 @@ class A2AService:
         return _Created(record, stored, 1)
 
     def _inline_push(
-        self, config: SendMessageConfiguration, task_id: str
+        self, config: SendMessageConfiguration | None, task_id: str
     ) -> TaskPushNotificationConfig | None:
-        inline = config.task_push_notification_config
+        inline = config.task_push_notification_config if config else None
         if inline is None or self.push is None:
             return None
         return self.push.prepared(inline, task_id, "configuration.taskPushNotificationConfig")
@@ -298,7 +296,7 @@ class A2AService:
         stored = message.model_copy(update={"context_id": record.context_id})
         # Written with the turn's first event (same transaction): a refused or retried message
         # leaves no webhook behind.
-        push_config = self._inline_push(config or SendMessageConfiguration(), record.task_id)
+        push_config = self._inline_push(config, record.task_id)
         turn = record.turn + 1
         try:
             _, seq = transition(

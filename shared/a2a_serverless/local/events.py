@@ -432,10 +432,10 @@ class QueueMapping(_Poller):
         except Exception as exc:  # nothing deleted: the batch returns after its visibility
             logger.warning("event source %s: batch of %d failed: %s", self.name, len(records), exc)
             return True
-        known = {r["messageId"] for r in records}
-        if set(failed) - known:  # an unknown identifier fails the whole batch
+        failed_ids = set(failed)
+        if failed_ids - {r["messageId"] for r in records}:  # unknown: the whole batch failed
             return True
-        done = [m for m in messages if m["MessageId"] not in set(failed)]
+        done = [m for m in messages if m["MessageId"] not in failed_ids]
         for start in range(0, len(done), 10):
             self.sqs.delete_message_batch(
                 QueueUrl=self.queue_url,

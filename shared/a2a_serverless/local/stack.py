@@ -427,55 +427,55 @@ class LocalStack:
 
     def _create_event_sources(self, resources: dict[str, Any], resolver: Resolver) -> EventSources:
         """One poller per DynamoDB or SQS event of a function, as its Lambda mapping."""
-        arn_to_url = {
+        queue_urls = {
             resolver.attributes[f"{logical_id}.Arn"]: url for logical_id, url in self.queues.items()
         }
-        mappings: list[Any] = []
+        mappings = []
         for logical_id in self.functions:
             events = resources[logical_id]["Properties"].get("Events") or {}
             for event_name, event in events.items():
-                if event.get("Type") not in ("DynamoDB", "SQS"):
-                    continue
-                props = resolver.resolve(event["Properties"])
-                invoke = self._event_invoker(logical_id)
-                name = f"{logical_id}.{event_name}"
-                item_failures = "ReportBatchItemFailures" in (
-                    props.get("FunctionResponseTypes") or []
-                )
-                if event["Type"] == "DynamoDB":
-                    destination = (
-                        (props.get("DestinationConfig") or {}).get("OnFailure") or {}
-                    ).get("Destination")
-                    mappings.append(
-                        StreamMapping(
-                            name=name,
-                            invoke=invoke,
-                            streams=self._client("dynamodbstreams"),
-                            sqs=self._client("sqs"),
-                            stream_arn=props["Stream"],
-                            batch_size=int(props.get("BatchSize", 100)),
-                            filters=parse_filters(props.get("FilterCriteria")),
-                            report_item_failures=item_failures,
-                            bisect=str(props.get("BisectBatchOnFunctionError", "false")).lower()
-                            == "true",
-                            maximum_retry_attempts=int(props.get("MaximumRetryAttempts", -1)),
-                            on_failure_queue_url=arn_to_url.get(destination or ""),
-                            starting_position=str(props.get("StartingPosition", "TRIM_HORIZON")),
-                        )
-                    )
-                else:
-                    mappings.append(
-                        QueueMapping(
-                            name=name,
-                            invoke=invoke,
-                            sqs=self._client("sqs"),
-                            queue_url=arn_to_url[props["Queue"]],
-                            queue_arn=props["Queue"],
-                            batch_size=int(props.get("BatchSize", 10)),
-                            report_item_failures=item_failures,
-                        )
-                    )
+                if event.get("Type") in ("DynamoDB", "SQS"):
+                    props = resolver.resolve(event["Properties"])
+                    invoke = self._event_invoker(logical_id)
+                    name = f"{logical_id}.{event_name}"
+                    mappings.append(self._mapping(name, event["Type"], props, invoke, queue_urls))
         return EventSources(mappings)
+
+    def _mapping(
+        self,
+        name: str,
+        event_type: str,
+        props: dict[str, Any],
+        invoke: Callable[[dict[str, Any]], Any],
+        queue_urls: dict[str, str],
+    ) -> StreamMapping | QueueMapping:
+        """A SAM DynamoDB or SQS event's settings, as its mapping emulation."""
+        item_failures = "ReportBatchItemFailures" in (props.get("FunctionResponseTypes") or [])
+        if event_type == "SQS":
+            return QueueMapping(
+                name=name,
+                invoke=invoke,
+                sqs=self._client("sqs"),
+                queue_url=queue_urls[props["Queue"]],
+                queue_arn=props["Queue"],
+                batch_size=int(props.get("BatchSize", 10)),
+                report_item_failures=item_failures,
+            )
+        on_failure = (props.get("DestinationConfig") or {}).get("OnFailure") or {}
+        return StreamMapping(
+            name=name,
+            invoke=invoke,
+            streams=self._client("dynamodbstreams"),
+            sqs=self._client("sqs"),
+            stream_arn=props["Stream"],
+            batch_size=int(props.get("BatchSize", 100)),
+            filters=parse_filters(props.get("FilterCriteria")),
+            report_item_failures=item_failures,
+            bisect=str(props.get("BisectBatchOnFunctionError", "false")).lower() == "true",
+            maximum_retry_attempts=int(props.get("MaximumRetryAttempts", -1)),
+            on_failure_queue_url=queue_urls.get(on_failure.get("Destination") or ""),
+            starting_position=str(props.get("StartingPosition", "TRIM_HORIZON")),
+        )
 
     def _event_invoker(self, logical_id: str) -> Callable[[dict[str, Any]], Any]:
         name = f"{STACK}-{logical_id}"
