@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -141,6 +142,19 @@ def stream(
                 if stop_after is not None and len(envelopes) >= stop_after:
                     break
         return Streamed(envelopes, comments, response.headers)
+
+
+def wait_state(
+    client: httpx.Client, method: str, task_id: str, states: set[str], timeout: float = 20.0
+) -> dict[str, Any]:
+    """Poll `method` (GetTask or tasks/get) until the task is in one of `states`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        task = result(client, method, {"id": task_id})
+        if task["status"]["state"] in states:
+            return task
+        assert time.monotonic() < deadline, task
+        time.sleep(0.1)
 
 
 # -- message builders --------------------------------------------------------------------------

@@ -291,16 +291,6 @@ def send10(client: httpx.Client, text: str, **config: Any) -> dict[str, Any]:
     return response["task"]
 
 
-def wait10(client: httpx.Client, task_id: str, states: set[str], timeout: float = 20.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        task = rpc.result(client, "GetTask", {"id": task_id})
-        if task["status"]["state"] in states:
-            return task
-        assert time.monotonic() < deadline, task
-        time.sleep(0.1)
-
-
 def test_send_message_blocking_exact_frame(c: httpx.Client) -> None:
     message = rpc.msg10("hello rpc")
     envelope, response = rpc.post(c, "SendMessage", {"message": message}, id="send-1")
@@ -317,7 +307,7 @@ def test_send_message_blocking_exact_frame(c: httpx.Client) -> None:
 def test_send_non_blocking_then_get_task_polling(c: httpx.Client) -> None:
     task = send10(c, "later [slow=0.5]", returnImmediately=True)
     assert task["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"), task
-    done = wait10(c, task["id"], {"TASK_STATE_COMPLETED"})
+    done = rpc.wait_state(c, "GetTask", task["id"], {"TASK_STATE_COMPLETED"})
     assert rpc.text10(done) == "Echo: later [slow=0.5]"
     short = rpc.result(c, "GetTask", {"id": task["id"], "historyLength": 0})
     assert "history" not in short and short["id"] == task["id"]

@@ -8,7 +8,6 @@ Every 0.3 request these tests send is validated against the 0.3 schema before it
 from __future__ import annotations
 
 import base64
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -46,16 +45,6 @@ def send03(client: httpx.Client, text: str, **config: Any) -> dict[str, Any]:
     return task
 
 
-def wait03(client: httpx.Client, task_id: str, states: set[str], timeout: float = 20.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        task = rpc.result(client, "tasks/get", {"id": task_id})
-        if task["status"]["state"] in states:
-            return task
-        assert time.monotonic() < deadline, task
-        time.sleep(0.1)
-
-
 # -- methods -------------------------------------------------------------------------------------
 
 
@@ -80,7 +69,7 @@ def test_message_send_with_explicit_blocking_true(c: httpx.Client) -> None:
 def test_message_send_non_blocking_then_tasks_get(c: httpx.Client) -> None:
     task = send03(c, "later [slow=0.5]", blocking=False)
     assert task["status"]["state"] in ("submitted", "working"), task
-    done = wait03(c, task["id"], {"completed"})
+    done = rpc.wait_state(c, "tasks/get", task["id"], {"completed"})
     assert rpc.text03(done) == "Echo: later [slow=0.5]"
     short = rpc.result(c, "tasks/get", {"id": task["id"], "historyLength": 1})
     assert len(short["history"]) == 1
