@@ -318,6 +318,19 @@ def ddb() -> Any:
     return boto3.client("dynamodb", region_name=REGION)
 
 
+def sqs() -> Any:
+    return boto3.client("sqs", region_name=REGION)
+
+
+def queue_depth(url: str) -> int:
+    """Messages in a queue, visible or in flight."""
+    attributes = sqs().get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return sum(int(v) for v in attributes.values())
+
+
 def table(stack: LocalStack) -> str:
     return stack.env["TABLE_NAME"]
 

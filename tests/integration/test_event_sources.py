@@ -19,7 +19,7 @@ from a2a_serverless.local import events
 from a2a_serverless.local.events import QueueMapping, StreamMapping, parse_filters
 from a2a_serverless.local.stack import ACCOUNT, REGION, LocalStack
 from a2a_serverless.local.template import load_template
-from tests.integration.harness import ROOT, wait_for
+from tests.integration.harness import ROOT, queue_depth, sqs, wait_for
 
 Result = Any  # what the scripted function returns (or an exception it raises)
 
@@ -45,10 +45,6 @@ def _no_retry_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def ddb() -> Any:
     return boto3.client("dynamodb", region_name=REGION)
-
-
-def sqs() -> Any:
-    return boto3.client("sqs", region_name=REGION)
 
 
 def stream_arn(stack: LocalStack) -> str:
@@ -169,14 +165,6 @@ def receive_all(url: str) -> list[dict[str, Any]]:
         found.extend(messages)
         for message in messages:
             sqs().delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-
-
-def queue_depth(url: str) -> int:
-    attributes = sqs().get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return sum(int(v) for v in attributes.values())
 
 
 def send(url: str, *bodies: str, group: str | None = None) -> list[str]:

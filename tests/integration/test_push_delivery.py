@@ -28,7 +28,7 @@ from a2a_serverless.local import events
 from a2a_serverless.local.events import EventSources, QueueMapping, StreamMapping
 from a2a_serverless.local.stack import REGION, LocalStack
 from a2a_serverless.models import SendMessageRequest
-from tests.integration.harness import event_log, wait_for, wait_idle
+from tests.integration.harness import event_log, queue_depth, sqs, wait_for, wait_idle
 
 OWNER = "alice"
 TOKEN = "notification-token"
@@ -241,18 +241,6 @@ def events_of(stack: LocalStack, task_id: str) -> list[dict[str, Any]]:
     log = event_log(stack, task_id)
     assert [seq for seq, _ in log] == list(range(1, len(log) + 1))
     return [event for _, event in log]
-
-
-def sqs() -> Any:
-    return boto3.client("sqs", region_name=REGION)
-
-
-def queue_depth(url: str) -> int:
-    attributes = sqs().get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return sum(int(v) for v in attributes.values())
 
 
 def take_all(url: str) -> list[dict[str, Any]]:
