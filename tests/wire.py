@@ -166,15 +166,20 @@ def parse_sse_block(block: str) -> SseFrame:
     return SseFrame(block, payload, event)
 
 
-def split_sse(body: bytes | str, *, complete: bool) -> list[SseFrame]:
-    """Every frame of an SSE body. A body read to the end must end with a blank line; a body the
-    client stopped reading may end inside a frame (that fragment is ignored)."""
+def sse_blocks(body: bytes | str, *, complete: bool) -> list[str]:
+    """The frames of an SSE body, as text. A body read to the end must end with a blank line; a
+    body the client stopped reading may end inside a frame (that fragment is ignored)."""
     text = body.decode("utf-8") if isinstance(body, bytes) else body
     blocks = text.split("\n\n")
     rest = blocks.pop()
     if complete:
         assert rest == "", f"stream ended inside a frame: {rest[:200]!r}"
-    return [parse_sse_block(block) for block in blocks]
+    return blocks
+
+
+def split_sse(body: bytes | str, *, complete: bool) -> list[SseFrame]:
+    """Every frame of an SSE body, parsed."""
+    return [parse_sse_block(block) for block in sse_blocks(body, complete=complete)]
 
 
 def check_sse_frames(
@@ -531,13 +536,8 @@ def check_jsonrpc_sse(
     its `kind`; the same ordering rules as the HTTP+JSON streams (first a Task or a Message,
     then updates of that task only, nothing after a terminal or interrupted status); in 0.3,
     `final` is true exactly on the status update that closes the stream. Comments are None."""
-    text = body.decode("utf-8") if isinstance(body, bytes) else body
-    blocks = text.split("\n\n")
-    rest = blocks.pop()
-    if complete:
-        assert rest == "", f"stream ended inside a frame: {rest[:200]!r}"
     items: list[RpcEvent | None] = []
-    for block in blocks:
+    for block in sse_blocks(body, complete=complete):
         assert "\n" not in block and "\r" not in block, f"one line per SSE frame: {block!r}"
         items.append(None if block.startswith(":") else _rpc_event(block, request))
     events = [e for e in items if e is not None]
