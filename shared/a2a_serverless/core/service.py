@@ -185,13 +185,8 @@ class A2AService:
         ):
             if value is not None and len(value) > MAX_ID_LENGTH:
                 raise invalid_field(name, f"must be at most {MAX_ID_LENGTH} characters")
-        if config.task_push_notification_config is not None and (
-            self.push is None or not self.push.enabled
-        ):
-            raise PushNotificationNotSupportedError(
-                "Push notifications are not supported by this agent "
-                "(configuration.taskPushNotificationConfig)"
-            )
+        if config.task_push_notification_config is not None:  # refused before any write
+            self._push().require_enabled()
         for index, part in enumerate(message.parts):
             if part.media_type and not any(
                 _media_match(part.media_type, mode) for mode in self.modes.input_modes
@@ -258,9 +253,16 @@ class A2AService:
         self, config: SendMessageConfiguration | None, task_id: str
     ) -> TaskPushNotificationConfig | None:
         inline = config.task_push_notification_config if config else None
-        if inline is None or self.push is None:
+        if inline is None:
             return None
-        return self.push.prepared(inline, task_id, "configuration.taskPushNotificationConfig")
+        return self._push().prepared(inline, task_id, "configuration.taskPushNotificationConfig")
+
+    def _push(self) -> PushService:
+        if self.push is None:
+            raise PushNotificationNotSupportedError(
+                "Push notifications are not supported by this agent"
+            )
+        return self.push
 
     def _continue_task(
         self,
