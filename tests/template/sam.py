@@ -164,6 +164,76 @@ def transfer_modes(cfn: dict[str, Any]) -> dict[tuple[str, str], str]:
     return {route: transfer_mode(integration) for route, integration in routes(cfn).items()}
 
 
+# API Gateway's integration timeouts: the default (and buffered maximum without a quota
+# increase), and the maximum of a streamed response.
+BUFFERED_TIMEOUT_MS = 29_000
+STREAM_TIMEOUT_MS = 900_000
+
+
+def route_timeout_ms(integration: dict[str, Any]) -> int:
+    """The integration timeout of a route as deployed (29 s when the template sets none)."""
+    return int(integration.get("timeoutInMillis", BUFFERED_TIMEOUT_MS))
+
+
+def function_routes(cfn: dict[str, Any]) -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
+    """Function logical id -> its routes and their integrations."""
+    found: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    for route, integration in routes(cfn).items():
+        found.setdefault(target_function(integration), {})[route] = integration
+    return found
+
+
+def deployed_stages(cfn: dict[str, Any]) -> list[Any]:
+    """The name of every stage the template deploys: Stage resources, and the stage that a
+    Deployment with a StageName creates implicitly (SAM's extra "Stage" stage)."""
+    stages = [
+        stage["Properties"]["StageName"]
+        for stage in resources_of_type(cfn, "AWS::ApiGateway::Stage").values()
+    ]
+    stages += [
+        deployment["Properties"]["StageName"]
+        for deployment in resources_of_type(cfn, "AWS::ApiGateway::Deployment").values()
+        if "StageName" in deployment["Properties"]
+    ]
+    return stages
+
+
+# -- Conditions --------------------------------------------------------------------------------
+
+
+def condition_holds(cfn: dict[str, Any], name: str, parameters: dict[str, str]) -> bool:
+    """Evaluates a template condition for the given parameter values (defaults otherwise), as
+    CloudFormation would: Fn::Equals compares the values as strings."""
+    values = {
+        key: str(spec["Default"])
+        for key, spec in cfn.get("Parameters", {}).items()
+        if "Default" in spec
+    }
+    values.update(parameters)
+
+    def value(expr: Any) -> str:
+        if isinstance(expr, dict) and list(expr) == ["Ref"]:
+            return values[expr["Ref"]]
+        assert isinstance(expr, str | int), f"cannot evaluate {expr!r}"
+        return str(expr)
+
+    def holds(expr: Any) -> bool:
+        ((function, args),) = expr.items()
+        if function == "Condition":
+            return holds(cfn["Conditions"][args])
+        if function == "Fn::Equals":
+            return value(args[0]) == value(args[1])
+        if function == "Fn::Not":
+            return not holds(args[0])
+        if function == "Fn::Or":
+            return any(holds(a) for a in args)
+        if function == "Fn::And":
+            return all(holds(a) for a in args)
+        raise AssertionError(f"unsupported condition function {function}")
+
+    return holds(cfn["Conditions"][name])
+
+
 # -- IAM ---------------------------------------------------------------------------------------
 
 

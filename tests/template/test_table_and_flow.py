@@ -75,9 +75,19 @@ def test_run_step_retries_transient_lambda_errors_and_catches_the_rest(
     assert run["Type"] == "Task"
     assert run["Resource"] == "arn:aws:states:::lambda:invoke"
     assert run["Parameters"]["FunctionName"] == "${FlowWorkerArn}"
-    (retry,) = run["Retry"]
-    assert set(retry["ErrorEquals"]) == LAMBDA_TRANSIENT
-    assert retry["MaxAttempts"] >= 1
+    transient, throttled = run["Retry"]
+    assert set(transient["ErrorEquals"]) | set(throttled["ErrorEquals"]) == LAMBDA_TRANSIENT
+    assert transient["MaxAttempts"] >= 1
+    # A throttled step never ran: it waits minutes for a free worker, not seconds.
+    assert throttled["ErrorEquals"] == ["Lambda.TooManyRequestsException"]
+    waits = [
+        min(
+            throttled["IntervalSeconds"] * throttled["BackoffRate"] ** n,
+            throttled["MaxDelaySeconds"],
+        )
+        for n in range(throttled["MaxAttempts"])
+    ]
+    assert sum(waits) >= 180, waits
     (catch,) = run["Catch"]
     assert catch["ErrorEquals"] == ["States.ALL"]
     assert catch["Next"] == "MarkFailed"

@@ -61,6 +61,12 @@ def test_translates_to_plain_cloudformation(cfn: dict[str, Any]) -> None:
         "AWS::IAM::Role",
         "AWS::Lambda::EventSourceMapping",
         "AWS::SQS::Queue",
+        "AWS::Logs::LogGroup",
+        "AWS::CloudWatch::Alarm",
+        "AWS::SNS::Topic",
+        "AWS::SNS::Subscription",
+        "AWS::ApiGateway::Account",
+        "AWS::CloudFormation::WaitConditionHandle",
     } == types
 
 
