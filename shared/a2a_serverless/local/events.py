@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2a_serverless.local.calls import acting_as
+
 logger = logging.getLogger(__name__)
 
 Invoke = Callable[[dict[str, Any]], Any]
@@ -182,11 +184,17 @@ def _item_failures(result: Any) -> list[str] | None:
 class _Poller:
     name: str
     invoke: Invoke
+    # The function whose role the poller's own calls use, as Lambda's do (local/calls.py).
+    principal: str | None = None
     busy: bool = False
     stop_event: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
     def poll_once(self) -> bool:
+        with acting_as(self.principal):
+            return self._poll()
+
+    def _poll(self) -> bool:
         raise NotImplementedError
 
     def start(self) -> None:
@@ -263,13 +271,14 @@ class StreamMapping(_Poller):
     last_error: str | None = None  # why the current batch failed (the function raised)
 
     def __post_init__(self) -> None:
-        shard = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"][
-            "Shards"
-        ][0]
-        self.shard_id = shard["ShardId"]
-        if self.starting_position == "LATEST":
-            while records := self._read(self.position, 1000):
-                self.position = _seq(records[-1]) + 1
+        with acting_as(self.principal):
+            shard = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"][
+                "Shards"
+            ][0]
+            self.shard_id = shard["ShardId"]
+            if self.starting_position == "LATEST":
+                while records := self._read(self.position, 1000):
+                    self.position = _seq(records[-1]) + 1
 
     def _read(self, start: int | None, limit: int) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {"StreamArn": self.stream_arn, "ShardId": self.shard_id}
@@ -315,7 +324,7 @@ class StreamMapping(_Poller):
             raise RuntimeError(f"partial-batch response names no record of the batch: {unknown}")
         return [by_seq[i] for i in identifiers]
 
-    def poll_once(self) -> bool:
+    def _poll(self) -> bool:
         batch, end = self._batch()
         if end is None:
             return False
@@ -411,7 +420,7 @@ class QueueMapping(_Poller):
     report_item_failures: bool = False
     invocations: int = 0
 
-    def poll_once(self) -> bool:
+    def _poll(self) -> bool:
         messages = self.sqs.receive_message(
             QueueUrl=self.queue_url,
             MaxNumberOfMessages=self.batch_size,

@@ -7,6 +7,8 @@
   are polled by threads that invoke the real handlers as Lambda's mappings would
   (local/events.py).
 - Every function's FastAPI app is served behind one ASGI gateway with the template's routes.
+- With A2A_LOCAL_CALL_LOG set, every AWS call a function (or the state machine) makes is
+  recorded as IAM sees it, attributed to the function running (local/calls.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from a2a_serverless.local.calls import CALL_LOG_ENV, CallRecorder, acting_as
 from a2a_serverless.local.events import EventSources, QueueMapping, StreamMapping, parse_filters
 from a2a_serverless.local.template import Resolver, load_template, parameter_defaults
 
@@ -102,6 +105,35 @@ def _queue_attribute(value: Any) -> str:
     return str(value)
 
 
+def _attributed_handler(
+    handler: Callable[[dict[str, Any], Any], Any], logical_id: str, stack_id: str
+) -> Callable[[dict[str, Any], Any], Any]:
+    """A Lambda handler whose AWS calls are attributed to its function (local/calls.py)."""
+
+    def invoke(event: dict[str, Any], context: Any) -> Any:
+        with acting_as(logical_id, stack_id):
+            return handler(event, context)
+
+    return invoke
+
+
+class _AttributedApp:
+    """A function's ASGI app whose AWS calls are attributed to the function (the context
+    variable reaches the request's tasks and Starlette's worker threads)."""
+
+    def __init__(self, app: Any, logical_id: str, stack_id: str) -> None:
+        self.app = app
+        self.logical_id = logical_id
+        self.stack_id = stack_id
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        with acting_as(self.logical_id, self.stack_id):
+            await self.app(scope, receive, send)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.app, name)
+
+
 class _LambdaContext:
     def __init__(self, name: str) -> None:
         self.function_name = name
@@ -148,6 +180,10 @@ class LocalStack:
         self._handlers: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
         self._apps: dict[str, Any] = {}
         self._saved_env: dict[str, str | None] = {}
+        self.recorder: CallRecorder | None = None
+        self.stack_id = uuid.uuid4().hex  # names this stack's calls (local/calls.py)
+        # Execution role ARN -> logical id of the state machine that runs with it.
+        self._state_machine_roles: dict[str, str] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -166,6 +202,7 @@ class LocalStack:
 
         self._mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}})
         self._mock.start()
+        self._record_calls()
         self._serialize_dynamodb()
         self._cheap_transactions()
         self._fifo_groups_in_order()
@@ -189,6 +226,17 @@ class LocalStack:
         from a2a_serverless import wiring
 
         wiring.reset()
+        if self.recorder is not None:
+            self.recorder.write_stack(
+                {
+                    "parameters": resolver.parameters,
+                    "refs": resolver.refs,
+                    "attributes": resolver.attributes,
+                    # Resources named away from the template's (a test's deliberate
+                    # misconfiguration): calls outside the roles are expected there.
+                    "overrides": sorted(set(self.env_overrides) & _RESOURCE_ENV),
+                }
+            )
         if self.event_source_mode != "off":
             self.event_sources = self._create_event_sources(resources, resolver)
         if self.event_sources is not None and self.event_source_mode == "threads":
@@ -202,6 +250,9 @@ class LocalStack:
         for target, name, original in reversed(self._patches):
             setattr(target, name, original)
         self._patches.clear()
+        if self.recorder is not None:
+            self.recorder.detach()
+            self.recorder = None
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -229,6 +280,37 @@ class LocalStack:
     def _patch(self, target: Any, name: str, replacement: Any) -> None:
         self._patches.append((target, name, getattr(target, name)))
         setattr(target, name, replacement)
+
+    def _record_calls(self) -> None:
+        """With A2A_LOCAL_CALL_LOG set: record every AWS call of the stack's boto3 clients
+        that a principal makes (functions: see `handler_for`/`app_for`; event source
+        mappings: the function's role; the state machine's interpreter: its role)."""
+        path = os.environ.get(CALL_LOG_ENV)
+        if not path:
+            return
+        import boto3
+        import moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils as sfn_lambda  # noqa: E501
+        import moto.stepfunctions.parser.asl.utils.boto_client as sfn_clients
+
+        recorder = self.recorder = CallRecorder(path, ACCOUNT, self.stack_id)
+        # mock_aws has just reset boto3's default session: every client made from now on
+        # (the functions', the pollers', moto's interpreter's) inherits this hook.
+        recorder.attach(boto3._get_default_session().events)
+        original = sfn_clients.boto_client_for
+        stack = self
+
+        def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+            client = original(region=region, service=service, state_credentials=state_credentials)
+            role = getattr(state_credentials, "role_arn", None)
+            principal = stack._state_machine_roles.get(str(role))
+            # Every execution of this stack runs with a role it created; another role is an
+            # execution of an earlier stack whose thread outlived it (tests): not ours to judge.
+            if principal is not None:
+                recorder.pin(client, principal)
+            return client
+
+        for module in (sfn_clients, sfn_lambda):
+            self._patch(module, "boto_client_for", boto_client_for)
 
     def _serialize_dynamodb(self) -> None:
         """moto's DynamoDB and SQS are not thread-safe; serialise their calls as the real
@@ -438,23 +520,28 @@ class LocalStack:
                     props = resolver.resolve(event["Properties"])
                     invoke = self._event_invoker(logical_id)
                     name = f"{logical_id}.{event_name}"
-                    mappings.append(self._mapping(name, event["Type"], props, invoke, queue_urls))
+                    mappings.append(
+                        self._mapping(name, logical_id, event["Type"], props, invoke, queue_urls)
+                    )
         return EventSources(mappings)
 
     def _mapping(
         self,
         name: str,
+        function: str,
         event_type: str,
         props: dict[str, Any],
         invoke: Callable[[dict[str, Any]], Any],
         queue_urls: dict[str, str],
     ) -> StreamMapping | QueueMapping:
-        """A SAM DynamoDB or SQS event's settings, as its mapping emulation."""
+        """A SAM DynamoDB or SQS event's settings, as its mapping emulation (its own calls
+        are made with the function's role, as Lambda's pollers are)."""
         item_failures = "ReportBatchItemFailures" in (props.get("FunctionResponseTypes") or [])
         if event_type == "SQS":
             return QueueMapping(
                 name=name,
                 invoke=invoke,
+                principal=function,
                 sqs=self._client("sqs"),
                 queue_url=queue_urls[props["Queue"]],
                 queue_arn=props["Queue"],
@@ -465,6 +552,7 @@ class LocalStack:
         return StreamMapping(
             name=name,
             invoke=invoke,
+            principal=function,
             streams=self._client("dynamodbstreams"),
             sqs=self._client("sqs"),
             stream_arn=props["Stream"],
@@ -559,10 +647,27 @@ class LocalStack:
             for key, value in substitutions.items():
                 definition = definition.replace("${" + key + "}", str(value))
             sfn = self._client("stepfunctions")
+            # A role of its own, as SAM creates: the interpreter's calls are attributed by it.
+            role_arn = self._client("iam").create_role(
+                RoleName=f"{STACK}-{logical_id}",
+                AssumeRolePolicyDocument=json.dumps(
+                    {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {
+                                "Effect": "Allow",
+                                "Principal": {"Service": "states.amazonaws.com"},
+                                "Action": "sts:AssumeRole",
+                            }
+                        ],
+                    }
+                ),
+            )["Role"]["Arn"]
+            self._state_machine_roles[role_arn] = logical_id
             arn = sfn.create_state_machine(
                 name=f"{STACK}-{logical_id}",
                 definition=definition,
-                roleArn=self._role_arn,
+                roleArn=role_arn,
                 type=resolver.resolve(props.get("Type", "STANDARD")),
             )["stateMachineArn"]
             resolver.refs[logical_id] = arn
@@ -591,7 +696,9 @@ class LocalStack:
             spec = self.functions[logical_id]
             module_name, _, attribute = spec.handler.partition(".")
             module = _load_module(f"_a2a_local_{logical_id}", spec.code_dir / f"{module_name}.py")
-            self._handlers[logical_id] = getattr(module, attribute)
+            self._handlers[logical_id] = _attributed_handler(
+                getattr(module, attribute), logical_id, self.stack_id
+            )
         return self._handlers[logical_id]
 
     def app_for(self, logical_id: str) -> Any:
@@ -599,7 +706,7 @@ class LocalStack:
         if logical_id not in self._apps:
             spec = self.functions[logical_id]
             module = _load_module(f"_a2a_local_app_{logical_id}", spec.code_dir / "app.py")
-            self._apps[logical_id] = module.app
+            self._apps[logical_id] = _AttributedApp(module.app, logical_id, self.stack_id)
         return self._apps[logical_id]
 
     def _invoke(self, function_name: str, body: Any, response_headers: Any) -> str:

@@ -1,0 +1,207 @@
+"""The IAM check of observed calls (tests/iam_check.py) on hand-made call logs: it denies
+what the translated roles do not allow, allows what they do, and reports unused grants."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.iam_check import (
+    MANAGED_POLICIES,
+    Call,
+    CallLog,
+    Roles,
+    decide,
+    evaluate,
+    read_log,
+    resolver_for,
+)
+from tests.template.sam import translate
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+TABLE = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/a2a-local-TasksTable"
+MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:a2a-local-FlowStateMachine"
+EXECUTION = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:a2a-local-FlowStateMachine:t-1"
+WORKER = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:a2a-local-FlowWorkerFunction"
+STREAM = f"{TABLE}/stream/2025-01-01T00:00:00.000"
+
+
+def queue(name: str) -> str:
+    return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
+
+
+# What a local stack writes as its "stack" line: the values its intrinsics resolve to.
+RESOURCES: dict[str, Any] = {
+    "parameters": {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT},
+    "refs": {
+        "TasksTable": "a2a-local-TasksTable",
+        "FlowStateMachine": MACHINE,
+        "FlowWorkerFunction": "a2a-local-FlowWorkerFunction",
+    },
+    "attributes": {
+        "TasksTable.Arn": TABLE,
+        "TasksTable.StreamArn": STREAM,
+        "FlowStateMachine.Arn": MACHINE,
+        "FlowStateMachine.Name": "a2a-local-FlowStateMachine",
+        "FlowWorkerFunction.Arn": WORKER,
+        "PushRetryQueue.Arn": queue("a2a-local-PushRetryQueue.fifo"),
+        "PushDeadLetterQueue.Arn": queue("a2a-local-PushDeadLetterQueue.fifo"),
+        "PushStreamFailureQueue.Arn": queue("a2a-local-PushStreamFailureQueue"),
+    },
+}
+
+# StreamFunction's policy before issue 8: JSON-RPC's ListTasks and
+# DeleteTaskPushNotificationConfig were served by a role that could do neither.
+STREAM_POLICY_BEFORE = [
+    {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": [
+                    "dynamodb:GetItem",
+                    "dynamodb:Query",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:ConditionCheckItem",
+                ],
+                "Resource": {"Fn::GetAtt": ["TasksTable", "Arn"]},
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["states:StartExecution"],
+                "Resource": {"Ref": "FlowStateMachine"},
+            },
+        ]
+    }
+]
+
+
+def log_of(*calls: Call, stack: str = "s1") -> CallLog:
+    log = CallLog(stacks={stack: RESOURCES})
+    for call in calls:
+        log.calls[(stack, call)] = None
+    return log
+
+
+def test_a_call_outside_the_role_is_denied(sam: dict[str, Any]) -> None:
+    before = copy.deepcopy(sam)
+    before["Resources"]["StreamFunction"]["Properties"]["Policies"] = STREAM_POLICY_BEFORE
+    index_query = Call("StreamFunction", "dynamodb:Query", f"{TABLE}/index/byOwner")
+    delete = Call("StreamFunction", "dynamodb:DeleteItem", TABLE)
+    table_query = Call("StreamFunction", "dynamodb:Query", TABLE)
+    report = evaluate(log_of(index_query, delete, table_query), translate(before))
+    assert report.failed
+    assert report.denied == sorted([index_query, delete], key=lambda c: c.action)
+
+
+def test_the_template_allows_what_stream_function_does(cfn: dict[str, Any]) -> None:
+    calls = [
+        Call("StreamFunction", "dynamodb:Query", f"{TABLE}/index/byOwnerState"),
+        Call("StreamFunction", "dynamodb:DeleteItem", TABLE),
+        Call("StreamFunction", "states:StopExecution", EXECUTION),
+        Call("FlowStateMachine", "lambda:InvokeFunction", WORKER),
+        # Lambda's pollers, with the managed policies' grants.
+        Call("WebhookSenderFunction", "dynamodb:GetRecords", STREAM),
+        Call("WebhookSenderFunction", "sqs:ReceiveMessage", queue("a2a-local-PushRetryQueue.fifo")),
+    ]
+    report = evaluate(log_of(*calls), cfn)
+    assert not report.failed, report.denied
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        Call("GetTaskFunction", "dynamodb:PutItem", TABLE),  # a reader writing
+        Call("SendMessageFunction", "states:StopExecution", EXECUTION),
+        Call("ListTasksFunction", "dynamodb:Query", TABLE.replace("TasksTable", "Other")),
+        Call("WebhookSenderFunction", "sqs:SendMessage", queue("somebody-elses")),
+        Call("AgentCardFunction", "dynamodb:GetItem", TABLE),
+        Call("FlowStateMachine", "lambda:InvokeFunction", WORKER.replace("Flow", "Other")),
+        Call("NoSuchFunction", "dynamodb:GetItem", TABLE),  # no role at all
+    ],
+)
+def test_each_denial_fails_the_check(cfn: dict[str, Any], call: Call) -> None:
+    report = evaluate(log_of(call), cfn)
+    assert report.failed and report.denied == [call]
+
+
+def test_a_call_of_an_undescribed_stack_is_denied(cfn: dict[str, Any]) -> None:
+    log = log_of()
+    log.calls[("unknown", Call("GetTaskFunction", "dynamodb:Query", TABLE))] = None
+    assert evaluate(log, cfn).failed
+
+
+def test_denials_in_a_stack_with_overridden_resources_are_tolerated(
+    cfn: dict[str, Any],
+) -> None:
+    missing = Call("WebhookSenderFunction", "sqs:SendMessage", queue("no-such-queue.fifo"))
+    log = CallLog(stacks={"s1": {**RESOURCES, "overrides": ["PUSH_RETRY_QUEUE_URL"]}})
+    log.calls[("s1", missing)] = None
+    report = evaluate(log, cfn)
+    assert not report.failed and report.tolerated == [missing]
+    assert evaluate(log_of(missing), cfn).denied == [missing]  # the same call elsewhere fails
+
+
+def test_unmapped_calls_fail_the_check(cfn: dict[str, Any]) -> None:
+    log = log_of(Call("GetTaskFunction", "dynamodb:Query", TABLE))
+    log.errors.append({"principal": "GetTaskFunction", "operation": "dynamodb:X", "error": "?"})
+    report = evaluate(log, cfn)
+    assert report.failed and not report.denied
+
+
+def test_unused_grants_are_reported_per_statement_resource(cfn: dict[str, Any]) -> None:
+    report = evaluate(log_of(Call("ListTasksFunction", "dynamodb:Query", TABLE)), cfn)
+    assert not report.failed
+    unused = {(g.action, g.key) for g in report.unused["ListTasksFunction"]}
+    index_query = next(
+        g.key for g in report.granted["ListTasksFunction"] if g.key.endswith('index/*"}')
+    )
+    assert ("dynamodb:Query", index_query) in unused  # the indexes were never queried
+    assert ("dynamodb:GetItem", '{"Fn::GetAtt": ["TasksTable", "Arn"]}') in unused
+    used = {(g.action, g.key) for g in report.granted["ListTasksFunction"]} - unused
+    assert used == {("dynamodb:Query", '{"Fn::GetAtt": ["TasksTable", "Arn"]}')}
+
+
+def test_every_managed_policy_the_template_attaches_is_embedded(cfn: dict[str, Any]) -> None:
+    roles = Roles(cfn)
+    resolver = resolver_for(RESOURCES)
+    for principal in roles.principals:
+        assert roles.documents(principal, resolver)  # raises KeyError for a missing one
+    assert set(MANAGED_POLICIES) >= {arn for arns in roles.managed.values() for arn in arns}
+
+
+def test_an_explicit_deny_wins() -> None:
+    allow = {"Statement": [{"Effect": "Allow", "Action": "dynamodb:*", "Resource": "*"}]}
+    deny = {"Statement": [{"Effect": "Deny", "Action": "dynamodb:DeleteItem", "Resource": TABLE}]}
+    assert decide([allow], "dynamodb:DeleteItem", TABLE)
+    assert not decide([allow, deny], "dynamodb:DeleteItem", TABLE)
+    assert not decide([], "dynamodb:GetItem", TABLE)
+
+
+def test_the_log_file_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "calls.jsonl"
+    lines = [
+        {"kind": "stack", "stack": "s1", **RESOURCES},
+        {
+            "kind": "call",
+            "stack": "s1",
+            "principal": "GetTaskFunction",
+            "action": "dynamodb:GetItem",
+            "resource": TABLE,
+            "operation": "dynamodb:GetItem",
+        },
+        {"kind": "error", "stack": "s1", "principal": "P", "operation": "s3:X", "error": "e"},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    log = read_log(path)
+    assert log.stacks == {"s1": RESOURCES}
+    assert list(log.calls) == [
+        ("s1", Call("GetTaskFunction", "dynamodb:GetItem", TABLE, "dynamodb:GetItem"))
+    ]
+    assert log.errors == [{"principal": "P", "operation": "s3:X", "error": "e"}]
+    assert read_log(tmp_path / "missing.jsonl").empty

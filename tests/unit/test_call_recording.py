@@ -1,0 +1,251 @@
+"""local/calls.py: API calls mapped to the IAM actions and resource ARNs AWS authorizes them
+as, and recorded per principal (the input of the IAM check in tests/iam_check.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from a2a_serverless.local.calls import (
+    CallRecorder,
+    UnknownOperation,
+    acting_as,
+    authorizations,
+    current_principal,
+)
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+TABLE = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/tasks"
+STREAM = f"{TABLE}/stream/2025-01-01T00:00:00.000"
+QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/retries.fifo"
+QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:retries.fifo"
+MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:flow"
+EXECUTION = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:flow:t-1"
+FUNCTION = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:worker"
+
+
+def auth(service: str, operation: str, **params: Any) -> list[tuple[str, str]]:
+    return authorizations(service, operation, params, region=REGION, account=ACCOUNT)
+
+
+# -- mapping ------------------------------------------------------------------------------------
+
+
+def test_dynamodb_item_operations_name_the_table() -> None:
+    assert auth("dynamodb", "GetItem", TableName="tasks", Key={}) == [("dynamodb:GetItem", TABLE)]
+    assert auth("dynamodb", "DeleteItem", TableName=TABLE, Key={}) == [
+        ("dynamodb:DeleteItem", TABLE)
+    ]
+
+
+def test_dynamodb_index_queries_name_the_index() -> None:
+    assert auth("dynamodb", "Query", TableName="tasks") == [("dynamodb:Query", TABLE)]
+    assert auth("dynamodb", "Query", TableName="tasks", IndexName="byOwner") == [
+        ("dynamodb:Query", f"{TABLE}/index/byOwner")
+    ]
+
+
+def test_transactions_are_authorized_item_by_item() -> None:
+    items = [
+        {"Put": {"TableName": "tasks", "Item": {}}},
+        {"Update": {"TableName": "tasks", "Key": {}}},
+        {"Delete": {"TableName": "other", "Key": {}}},
+        {"ConditionCheck": {"TableName": "tasks", "Key": {}}},
+    ]
+    assert auth("dynamodb", "TransactWriteItems", TransactItems=items) == [
+        ("dynamodb:PutItem", TABLE),
+        ("dynamodb:UpdateItem", TABLE),
+        ("dynamodb:DeleteItem", f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/other"),
+        ("dynamodb:ConditionCheckItem", TABLE),
+    ]
+    gets = [{"Get": {"TableName": "tasks", "Key": {}}}]
+    assert auth("dynamodb", "TransactGetItems", TransactItems=gets) == [("dynamodb:GetItem", TABLE)]
+
+
+def test_batches_are_their_own_actions_per_table() -> None:
+    assert auth("dynamodb", "BatchGetItem", RequestItems={"tasks": {}}) == [
+        ("dynamodb:BatchGetItem", TABLE)
+    ]
+    assert auth("dynamodb", "BatchWriteItem", RequestItems={"tasks": []}) == [
+        ("dynamodb:BatchWriteItem", TABLE)
+    ]
+
+
+def test_stream_reads_name_the_stream() -> None:
+    assert auth("dynamodbstreams", "DescribeStream", StreamArn=STREAM) == [
+        ("dynamodb:DescribeStream", STREAM)
+    ]
+    assert auth("dynamodbstreams", "GetShardIterator", StreamArn=STREAM, ShardId="s") == [
+        ("dynamodb:GetShardIterator", STREAM)
+    ]
+    assert auth("dynamodbstreams", "GetRecords", ShardIterator=f"{STREAM}|1|AAAA") == [
+        ("dynamodb:GetRecords", STREAM)
+    ]
+    with pytest.raises(UnknownOperation):
+        auth("dynamodbstreams", "GetRecords", ShardIterator="opaque")
+
+
+def test_sqs_calls_name_the_queue_and_batches_their_single_action() -> None:
+    assert auth("sqs", "SendMessage", QueueUrl=QUEUE_URL, MessageBody="x") == [
+        ("sqs:SendMessage", QUEUE)
+    ]
+    assert auth("sqs", "SendMessageBatch", QueueUrl=QUEUE_URL, Entries=[]) == [
+        ("sqs:SendMessage", QUEUE)
+    ]
+    assert auth("sqs", "DeleteMessageBatch", QueueUrl=QUEUE_URL, Entries=[]) == [
+        ("sqs:DeleteMessage", QUEUE)
+    ]
+    other_region = f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/q"
+    assert auth("sqs", "ReceiveMessage", QueueUrl=other_region) == [
+        ("sqs:ReceiveMessage", f"arn:aws:sqs:eu-west-1:{ACCOUNT}:q")
+    ]
+    assert auth("sqs", "GetQueueUrl", QueueName="q") == [
+        ("sqs:GetQueueUrl", f"arn:aws:sqs:{REGION}:{ACCOUNT}:q")
+    ]
+
+
+def test_step_functions_calls_name_the_machine_or_the_execution() -> None:
+    assert auth("stepfunctions", "StartExecution", stateMachineArn=MACHINE, name="t-1") == [
+        ("states:StartExecution", MACHINE)
+    ]
+    assert auth("stepfunctions", "StopExecution", executionArn=EXECUTION) == [
+        ("states:StopExecution", EXECUTION)
+    ]
+    assert auth("stepfunctions", "DescribeExecution", executionArn=EXECUTION) == [
+        ("states:DescribeExecution", EXECUTION)
+    ]
+
+
+def test_lambda_invoke_names_the_function_however_it_is_given() -> None:
+    assert auth("lambda", "Invoke", FunctionName="worker") == [("lambda:InvokeFunction", FUNCTION)]
+    assert auth("lambda", "Invoke", FunctionName=FUNCTION, Qualifier="live") == [
+        ("lambda:InvokeFunction", f"{FUNCTION}:live")
+    ]
+    assert auth("lambda", "Invoke", FunctionName=f"{ACCOUNT}:function:worker") == [
+        ("lambda:InvokeFunction", FUNCTION)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("service", "operation", "params"),
+    [
+        ("dynamodb", "CreateTable", {"TableName": "tasks"}),
+        ("dynamodb", "ExecuteStatement", {"Statement": "SELECT * FROM tasks"}),
+        ("dynamodb", "TransactWriteItems", {"TransactItems": [{"Upsert": {"TableName": "t"}}]}),
+        ("sqs", "CreateQueue", {"QueueName": "q"}),
+        ("stepfunctions", "CreateStateMachine", {"name": "m"}),
+        ("lambda", "CreateFunction", {"FunctionName": "f"}),
+        ("s3", "GetObject", {"Bucket": "b", "Key": "k"}),
+    ],
+)
+def test_unknown_operations_raise(service: str, operation: str, params: dict[str, Any]) -> None:
+    with pytest.raises(UnknownOperation):
+        authorizations(service, operation, params, region=REGION, account=ACCOUNT)
+
+
+# -- attribution and recording ----------------------------------------------------------------
+
+
+def test_acting_as_reaches_threads_that_copy_the_context() -> None:
+    import contextvars
+
+    seen: list[str | None] = []
+    with acting_as("StreamFunction"):
+        context = contextvars.copy_context()
+        plain = threading.Thread(target=lambda: seen.append(current_principal()))
+        plain.start()
+        plain.join()
+        copied = threading.Thread(
+            target=context.run, args=(lambda: seen.append(current_principal()),)
+        )
+        copied.start()
+        copied.join()
+    # A thread started without the context (moto's interpreter) acts for nobody.
+    assert seen == [None, "StreamFunction"]
+    assert current_principal() is None
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Iterator[tuple[CallRecorder, Any, Path]]:
+    """A recorder attached to a boto3 session over moto, with one table and one queue."""
+    with mock_aws():
+        session = boto3.session.Session(region_name=REGION)
+        path = tmp_path / "calls.jsonl"
+        recorder = CallRecorder(path, ACCOUNT)
+        recorder.attach(session.events)
+        db = session.client("dynamodb")
+        db.create_table(  # no principal acting: setup, not recorded
+            TableName="tasks",
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield recorder, session, path
+        recorder.detach()
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_only_calls_of_an_acting_principal_are_recorded_once_each(
+    recorded: tuple[CallRecorder, Any, Path],
+) -> None:
+    recorder, session, path = recorded
+    db = session.client("dynamodb")
+    db.get_item(TableName="tasks", Key={"pk": {"S": "a"}})  # nobody acting
+    with acting_as("GetTaskFunction"):
+        for _ in range(3):
+            db.get_item(TableName="tasks", Key={"pk": {"S": "a"}})
+    calls = lines(path)
+    assert calls == [
+        {
+            "kind": "call",
+            "principal": "GetTaskFunction",
+            "action": "dynamodb:GetItem",
+            "resource": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/tasks",
+            "operation": "dynamodb:GetItem",
+            "stack": recorder.stack_id,
+        }
+    ]
+
+
+def test_unmapped_calls_are_recorded_as_errors(recorded: tuple[CallRecorder, Any, Path]) -> None:
+    _, session, path = recorded
+    with acting_as("StreamFunction"):
+        session.client("dynamodb").list_tables()
+    (line,) = lines(path)
+    assert line["kind"] == "error"
+    assert line["principal"] == "StreamFunction"
+    assert line["operation"] == "dynamodb:ListTables"
+
+
+def test_pinned_clients_record_for_their_principal_in_any_context(
+    recorded: tuple[CallRecorder, Any, Path],
+) -> None:
+    recorder, session, path = recorded
+    client = session.client("dynamodb")
+    recorder.pin(client, "FlowStateMachine")
+    with acting_as("StreamFunction"):  # the pin wins over the context, not both
+        client.get_item(TableName="tasks", Key={"pk": {"S": "a"}})
+    assert [(c["principal"], c["action"]) for c in lines(path)] == [
+        ("FlowStateMachine", "dynamodb:GetItem")
+    ]
+
+
+def test_a_detached_recorder_records_nothing(recorded: tuple[CallRecorder, Any, Path]) -> None:
+    recorder, session, path = recorded
+    recorder.detach()
+    with acting_as("GetTaskFunction"):
+        session.client("dynamodb").get_item(TableName="tasks", Key={"pk": {"S": "a"}})
+    assert lines(path) == []
