@@ -42,6 +42,21 @@ SETTLED_STATES = TERMINAL_STATES | {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUT
 CHECKED: list[tuple[str, str, int]] = []
 # Every SSE body checked: (method, path, data frames, comment frames, read to the end).
 SSE_CHECKED: list[tuple[str, str, int, int, bool]] = []
+# Every body checked that began with keep-alive bytes: (method, path or JSON-RPC method, count).
+KEPT_ALIVE: list[tuple[str, str, int]] = []
+
+# A blocking SendMessage that waits writes one newline per BLOCKING_KEEPALIVE_SECONDS before
+# its JSON (bindings/keepalive.py): whitespace before a JSON value is valid JSON. Only those
+# answers may begin with it; every other body starts with its JSON value.
+KEEPALIVE = b"\n"
+
+
+def split_keepalive(body: bytes | str) -> tuple[int, bytes]:
+    """(number of leading keep-alive bytes, the body after them)."""
+    raw = body.encode() if isinstance(body, str) else body
+    rest = raw.lstrip(KEEPALIVE)
+    assert not rest[:1].isspace(), f"only {KEEPALIVE!r} keep-alives may precede the JSON: {raw!r}"
+    return len(raw) - len(rest), rest
 
 
 def parse_strict(
@@ -110,9 +125,20 @@ def check_response(method: str, path: str, status: int, body: bytes | str) -> An
     if status == 304:
         assert not body, "304 must have no body"
         return None
+    kept_alive, body = split_keepalive(body)
+    if kept_alive:
+        assert status == 200 and proto_type_for(method, path) is a2a_types.SendMessageResponse, (
+            f"{method} {path} -> {status}: leading whitespace outside a blocking SendMessage"
+        )
+        KEPT_ALIVE.append((method, path, kept_alive))
     data = json.loads(body)
     if status >= 400:
         return check_status_error(data, status)
+    if kept_alive and "error" in data:
+        # A failure during the wait, after the 200 status had gone out with the keep-alives:
+        # the google.rpc.Status carries the code the error would have had.
+        assert data["error"]["code"] >= 400, data
+        return check_status_error(data, data["error"]["code"])
     assert not is_stream_operation(method, path), (
         f"{method} {path} answered {status} without {EVENT_STREAM}"
     )
@@ -459,6 +485,13 @@ def check_jsonrpc_response(request: RpcRequest, status: int, body: bytes | str) 
         assert request.has_id is False and request.is_object, "only a notification gets 204"
         return None
     assert status == 200, f"JSON-RPC answers HTTP 200 (got {status}): {body[:300]!r}"
+    kept_alive, body = split_keepalive(body)
+    if kept_alive:
+        assert (request.version, request.method) in (
+            ("1.0", "SendMessage"),
+            ("0.3", "message/send"),
+        ), f"leading whitespace outside a blocking send: {request.version} {request.method}"
+        KEPT_ALIVE.append(("POST", f"{request.version} {request.method}", kept_alive))
     payload = json.loads(body)
     kind = _check_envelope(payload, request)
     RPC_CHECKED.append((request.version, request.method, status, kind))

@@ -36,7 +36,13 @@ class Settings(BaseSettings):
     agent_card_max_age: int = Field(300, ge=0, description="Cache-Control max-age of the card.")
     retention_days: int = Field(30, ge=1, description="Days before task items expire (TTL).")
     blocking_max_wait_seconds: float = Field(
-        120.0, gt=0, description="Longest a blocking SendMessage waits before returning the task."
+        840.0, gt=0, description="Longest a blocking SendMessage waits before returning the task."
+    )
+    blocking_keepalive_seconds: float = Field(
+        15.0,
+        gt=0,
+        description="While a blocking SendMessage waits, a whitespace byte is written this often "
+        "(API Gateway drops responses idle for 5 minutes); quicker answers are unchanged.",
     )
     max_body_bytes: int = Field(262_144, ge=1024, description="Largest accepted request body.")
     poll_min_ms: int = Field(25, ge=1, description="Event-log poll interval while events flow.")
@@ -73,6 +79,17 @@ class Settings(BaseSettings):
     push_read_timeout: float = Field(10.0, gt=0)
     aws_endpoint_url: str = Field("", description="Override AWS endpoint (local tools only).")
     log_level: str = "INFO"
+    powertools_metrics_namespace: str = Field(
+        "A2AServerless", description="CloudWatch namespace of the functions' EMF metrics."
+    )
+    powertools_trace_disabled: bool = Field(
+        False, description="Turn X-Ray tracing off (it is always off outside Lambda)."
+    )
+    lambda_task_root: str = Field(
+        "",
+        description="Set by the Lambda runtime. Tracing starts only where it is set: elsewhere "
+        "no X-Ray daemon listens (and the X-Ray SDK is not even imported).",
+    )
 
 
 @lru_cache(maxsize=1)

@@ -27,13 +27,15 @@ from a2a_serverless.bindings.http import (
     principal,
     read_body,
 )
+from a2a_serverless.bindings.keepalive import send_response, wait_settled
 from a2a_serverless.bindings.rest import error_details, invalid_params_from
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
-from a2a_serverless.core.service import A2AService, StreamStart
+from a2a_serverless.core.service import A2AService, AcceptedSend, StreamStart
 from a2a_serverless.models import (
     ListTasksRequest,
     SendMessageRequest,
+    SendMessageResponse,
     StreamResponse,
     TaskPushNotificationConfig,
 )
@@ -129,11 +131,21 @@ class Streamed:
     start: StreamStart
 
 
+@dataclass
+class Waiting:
+    """A SendMessage accepted by core: its result comes after the wait (bindings/keepalive),
+    shaped by `convert` for the call's version."""
+
+    accepted: AcceptedSend
+    convert: Callable[[SendMessageResponse], Any]
+
+
 Handler = Callable[[A2AService, Call], Any]
 
 
 def _send(service: A2AService, call: Call) -> Any:
-    return service.send_message(call.owner, _parse(SendMessageRequest, call.params)).wire()
+    request = _parse(SendMessageRequest, call.params)
+    return Waiting(service.accept_message(call.owner, request), SendMessageResponse.wire)
 
 
 def _send_streaming(service: A2AService, call: Call) -> Any:
@@ -275,10 +287,13 @@ def _v03_send_request(call: Call) -> SendMessageRequest:
     return request
 
 
+def _v03_send_result(result: SendMessageResponse) -> Any:
+    return v03.task_to_v03(result.task) if result.task else v03.message_to_v03(result.message)
+
+
 def _v03_send(service: A2AService, call: Call) -> Any:
     request = _v03_send_request(call)
-    result = service.send_message(call.owner, request)
-    return v03.task_to_v03(result.task) if result.task else v03.message_to_v03(result.message)
+    return Waiting(service.accept_message(call.owner, request), _v03_send_result)
 
 
 def _v03_stream(service: A2AService, call: Call) -> Any:
@@ -435,6 +450,10 @@ async def jsonrpc_endpoint(request: Request) -> Response:
         call = Call(id_, method, params, principal(request), version)
         service = get_service()
         result = await run_in_threadpool(handler, service, call)
+        if not has_id and isinstance(result, Waiting):
+            # Nothing to keep alive (204 has no body): a blocking notification answers once
+            # its task settles, as a blocking call does.
+            await wait_settled(service, result.accepted)
     except Exception as exc:  # every failure is a JSON-RPC error object
         if not has_id:
             _classify(exc)  # logs what must be logged; a notification gets no reply (§4.1)
@@ -449,4 +468,15 @@ async def jsonrpc_endpoint(request: Request) -> Response:
             return {"jsonrpc": "2.0", "id": id_, "result": convert(event)}
 
         return sse_response(event_frames(service, result.start, render))
+    if isinstance(result, Waiting):
+        convert = result.convert
+        # A failure during the wait is still an error object with the request's id (after
+        # keep-alive bytes as before them: JSON-RPC answers are HTTP 200 either way).
+        return await send_response(
+            service,
+            result.accepted,
+            lambda answer: _reply(id_, result=convert(answer)),
+            lambda exc: _reply(id_, error=exc),
+            media_type="application/json",
+        )
     return _reply(id_, result=result)

@@ -1,4 +1,5 @@
-"""Lambda entry points for buffered (Mangum) HTTP functions."""
+"""Lambda entry points of the HTTP functions: Mangum handlers (buffered) and Web Adapter apps
+(uvicorn under the Lambda Web Adapter, response streaming)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,39 @@ from typing import Any
 from fastapi import FastAPI
 from mangum import Mangum
 
-from a2a_serverless.observability import function_logger
+from a2a_serverless.observability import (
+    enable_web_adapter_tracing,
+    function_logger,
+    instrumented_handler,
+)
 
 TEXT_MIME_TYPES = ["application/json", "application/a2a+json", "text/", "application/javascript"]
 
 
-def mangum_handler(app: FastAPI) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """API Gateway REST (v1) proxy events -> the FastAPI app, with request-id correlation."""
-    logger = function_logger()
+def mangum_handler(
+    app: FastAPI, *, trace_aws: bool = True
+) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """API Gateway REST (v1) proxy events -> the FastAPI app, with request-id correlation.
+    `trace_aws=False` for a function that never calls AWS (no botocore import for X-Ray)."""
     # application/a2a+json is text: without this Mangum base64-encodes it and a REST API
     # without binary media types would hand the base64 string to the client.
     adapter = Mangum(app, lifespan="off", text_mime_types=TEXT_MIME_TYPES)
 
-    @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
+    # Responses are not put in traces: they are task contents.
+    @instrumented_handler(
+        correlation_id=lambda event: (event.get("requestContext") or {}).get("requestId"),
+        capture_response=False,
+        trace_aws=trace_aws,
+    )
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return adapter(event, context)
 
     return handler
+
+
+def web_adapter_app(app: FastAPI) -> FastAPI:
+    """A Web Adapter function's app: JSON logs and, inside Lambda, X-Ray subsegments for its
+    AWS calls (per-request correlation and metrics come from the app's RequestScope)."""
+    function_logger()
+    enable_web_adapter_tracing()
+    return app

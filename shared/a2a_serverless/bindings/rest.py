@@ -23,6 +23,7 @@ from a2a_serverless.bindings.http import (
     read_json_body,
     response_media_type,
 )
+from a2a_serverless.bindings.keepalive import send_response
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.models import (
@@ -158,8 +159,12 @@ def invalid_params_from(exc: ValidationError, prefix: str = "") -> errors.Invali
 
 
 def create_app(*routers: APIRouter, title: str = "a2a-serverless") -> FastAPI:
-    """A function's app: its routers plus the binding's error mapping."""
+    """A function's app: its routers plus the binding's error mapping, each request in its
+    own observability scope (correlation ids, metrics, one log line)."""
+    from a2a_serverless.observability import RequestScope
+
     app = FastAPI(title=title, openapi_url=None, docs_url=None, redoc_url=None)
+    app.add_middleware(RequestScope)
     for router in routers:
         app.include_router(router)
 
@@ -248,9 +253,18 @@ async def _send_request(request: Request) -> SendMessageRequest:
 async def send_message(request: Request) -> Response:
     _version(request)
     send_request = await _send_request(request)
-    owner = principal(request)
-    result = await run_in_threadpool(get_service().send_message, owner, send_request)
-    return render(request, result)
+    service = get_service()
+    # Refusals raise here, before any wait: their status and body are the usual ones.
+    accepted = await run_in_threadpool(service.accept_message, principal(request), send_request)
+    # A failure during a wait that already sent keep-alive bytes can no longer change the
+    # status: the google.rpc.Status body then comes with HTTP 200 (see bindings/keepalive.py).
+    return await send_response(
+        service,
+        accepted,
+        lambda result: render(request, result),
+        lambda exc: error_response(request, exc),
+        media_type=response_media_type(request),
+    )
 
 
 # -- GetTask / ListTasks -------------------------------------------------------------------

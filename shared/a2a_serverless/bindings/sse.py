@@ -14,6 +14,7 @@ from starlette.responses import StreamingResponse
 from a2a_serverless.core.service import A2AService, StreamStart
 from a2a_serverless.core.tail import settles
 from a2a_serverless.models import StreamResponse
+from a2a_serverless.observability import Metric, annotate, emit
 
 HEARTBEAT = b": keep-alive\n\n"
 
@@ -34,26 +35,35 @@ async def event_frames(
     the client resubscribes. A client that goes away cancels this generator at its next
     await, which ends the polling.
     """
-    yield frame(render(start.first))
-    if not start.open:
-        return
-    tail = service.tail(start)
-    policy = service.wait
-    deadline = time.monotonic() + policy.stream_max_seconds
-    last_sent = time.monotonic()
-    while time.monotonic() < deadline:
-        events = await run_in_threadpool(tail.poll)
-        for event in events:
-            yield frame(render(event))
-            if settles(event):
-                return
-        now = time.monotonic()
-        if events:
-            last_sent = now
-        elif now - last_sent >= policy.heartbeat_seconds:
-            yield HEARTBEAT
-            last_sent = now
-        await asyncio.sleep(min(tail.interval, max(0.0, deadline - now)))
+    task = start.first.task
+    annotate(task_id=start.task_id, context_id=task.context_id if task else None)
+    # Opened is printed at once (not with the request's metrics when the stream ends) so
+    # opened minus closed tracks the streams open at any moment.
+    emit(Metric.STREAMS_OPENED, now=True)
+    try:
+        yield frame(render(start.first))
+        if not start.open:
+            return
+        tail = service.tail(start)
+        policy = service.wait
+        deadline = time.monotonic() + policy.stream_max_seconds
+        last_sent = time.monotonic()
+        while time.monotonic() < deadline:
+            events = await run_in_threadpool(tail.poll)
+            for event in events:
+                yield frame(render(event))
+                if settles(event):
+                    return
+            now = time.monotonic()
+            if events:
+                last_sent = now
+            elif now - last_sent >= policy.heartbeat_seconds:
+                yield HEARTBEAT
+                last_sent = now
+            await asyncio.sleep(min(tail.interval, max(0.0, deadline - now)))
+    finally:
+        # However it ends: settled, timed out, or the client hung up (cancellation).
+        emit(Metric.STREAMS_CLOSED)
 
 
 def sse_response(frames: AsyncIterator[bytes]) -> StreamingResponse:

@@ -6,6 +6,8 @@ import contextlib
 import json
 from typing import Any, Protocol
 
+from a2a_serverless.observability import annotate
+
 
 def execution_name(task_id: str, turn: int) -> str:
     """One execution per turn; the name makes a retried start idempotent."""
@@ -29,6 +31,7 @@ class StepFunctionsExecutor:
 
     def start(self, task_id: str, turn: int) -> str:
         name = execution_name(task_id, turn)
+        annotate(task_id=task_id, turn=turn)  # the request's later log lines name the task
         try:
             self._sfn.start_execution(
                 stateMachineArn=self._arn,

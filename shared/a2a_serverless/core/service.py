@@ -22,7 +22,7 @@ from a2a_serverless.core.errors import (
 )
 from a2a_serverless.core.executor import Executor, execution_name
 from a2a_serverless.core.push import PushService
-from a2a_serverless.core.tail import LogTail, PollPolicy, settles
+from a2a_serverless.core.tail import LogTail, PollPolicy, SettleWait
 from a2a_serverless.core.tasklog import StateMoved, status_event, transition
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
@@ -41,6 +41,7 @@ from a2a_serverless.models import (
     TaskStatus,
     utcnow,
 )
+from a2a_serverless.observability import annotate, task_ended
 from a2a_serverless.store import (
     ConflictError,
     Dedupe,
@@ -118,6 +119,19 @@ class StreamStart:
     open: bool
 
 
+@dataclass(frozen=True)
+class AcceptedSend:
+    """A message SendMessage accepted: where its wait starts (the status event at
+    `after_seq`), whether the caller asked to wait, and the answer when it is already known."""
+
+    owner: str
+    task_id: str
+    after_seq: int
+    history_length: int | None
+    blocking: bool
+    answer: SendMessageResponse | None = None
+
+
 @dataclass
 class _Created:
     """A task this send created (or, with seq _RETRY, the task it is a retry of)."""
@@ -156,6 +170,20 @@ class A2AService:
     # -- SendMessage -----------------------------------------------------------------------
 
     def send_message(self, owner: str, request: SendMessageRequest) -> SendMessageResponse:
+        """Accept the message, wait (unless told not to) and answer with the task."""
+        accepted = self.accept_message(owner, request)
+        if accepted.blocking:
+            wait = self.settle_wait(accepted)
+            while not wait.step():
+                time.sleep(wait.pause())
+        return self.answer(accepted)
+
+    def accept_message(self, owner: str, request: SendMessageRequest) -> AcceptedSend:
+        """SendMessage up to its wait: validate, create or continue the task, start the turn.
+
+        Every refusal is raised here, before any waiting; the caller then waits with
+        `settle_wait` (as it likes: blocking, or awaiting between reads) and calls `answer`.
+        """
         message = request.message
         config = request.configuration or SendMessageConfiguration()
         self._validate_send(message, config)
@@ -167,13 +195,29 @@ class A2AService:
             task_id, seq = created.record.task_id, created.seq
             if config.return_immediately and seq != _RETRY:
                 # Everything the answer holds was just written: no need to read it back.
-                return SendMessageResponse(task=created.view(config.history_length))
-        if not config.return_immediately:
-            if seq == _RETRY:
-                original = self.store.get_record(task_id)
-                seq = original.status_seq if original else 0
-            self._wait_settled(task_id, seq)
-        return SendMessageResponse(task=self.get_task(owner, task_id, config.history_length))
+                answer = SendMessageResponse(task=created.view(config.history_length))
+                return AcceptedSend(
+                    owner, task_id, seq, config.history_length, blocking=False, answer=answer
+                )
+        if not config.return_immediately and seq == _RETRY:
+            original = self.store.get_record(task_id)
+            seq = original.status_seq if original else 0
+        return AcceptedSend(
+            owner, task_id, seq, config.history_length, blocking=not config.return_immediately
+        )
+
+    def settle_wait(self, accepted: AcceptedSend) -> SettleWait:
+        """The wait of a blocking send: its log from the accepted status on, up to the limit."""
+        tail = LogTail(self.store, accepted.task_id, max(0, accepted.after_seq - 1), self.wait.poll)
+        return SettleWait(tail, self.wait.max_wait_seconds)
+
+    def answer(self, accepted: AcceptedSend) -> SendMessageResponse:
+        """The SendMessage response once the wait is over (or was not asked for)."""
+        if accepted.answer is not None:
+            return accepted.answer
+        return SendMessageResponse(
+            task=self.get_task(accepted.owner, accepted.task_id, accepted.history_length)
+        )
 
     def _validate_send(self, message: Message, config: SendMessageConfiguration) -> None:
         if message.role is not Role.USER:
@@ -233,6 +277,7 @@ class A2AService:
             execution=execution_name(task_id, 1),
             metadata=request.metadata or None,
         )
+        annotate(task_id=task_id, context_id=context_id)
         try:
             self.store.create_task(
                 record, stored, status_event(record, status), dedupe, push_config
@@ -357,19 +402,8 @@ class A2AService:
                             fresh.context_id,
                         ),
                     )
+                    task_ended(TaskState.FAILED.value)
             raise
-
-    def _wait_settled(self, task_id: str, after_seq: int) -> None:
-        """Tail the event log until a terminal or interrupted status, or the wait limit."""
-        deadline = time.monotonic() + self.wait.max_wait_seconds
-        tail = LogTail(self.store, task_id, max(0, after_seq - 1), self.wait.poll)
-        while True:
-            if any(settles(event) for event in tail.poll()):
-                return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            time.sleep(min(tail.interval, remaining))
 
     # -- SendStreamingMessage / SubscribeToTask ----------------------------------------------
 
@@ -413,6 +447,7 @@ class A2AService:
         snapshot = self.store.get_snapshot(task_id, history_length)
         if snapshot is None or snapshot.record.owner != owner:
             raise TaskNotFoundError(taskId=task_id)
+        annotate(task_id=task_id, context_id=snapshot.record.context_id)
         task = self._task_from(snapshot)
         return StreamStart(
             StreamResponse(task=task),
@@ -432,6 +467,7 @@ class A2AService:
         record = self.store.get_record(task_id)
         if record is None or record.owner != owner:
             raise TaskNotFoundError(taskId=task_id)
+        annotate(task_id=task_id, context_id=record.context_id)
         return record
 
     def get_task(self, owner: str, task_id: str, history_length: int | None = None) -> Task:
@@ -520,6 +556,7 @@ class A2AService:
                     TaskState.CANCELED,
                     seq=self.store.last_seq(task_id) + 1,
                 )
+                task_ended(TaskState.CANCELED.value)
                 break
             except StateMoved as moved:
                 if moved.record is None:

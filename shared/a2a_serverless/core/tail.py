@@ -7,6 +7,7 @@ growing by half per empty read up to `max` while idle.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from a2a_serverless.models import INTERRUPTED_STATES, TERMINAL_STATES, StreamResponse
@@ -51,3 +52,25 @@ class LogTail:
         else:
             self.interval = min(self.interval * self.policy.growth, self.policy.max_seconds)
         return [event for _, event in found]
+
+
+class SettleWait:
+    """A blocking send's wait: reads of the log until a settling status or `max_seconds`.
+
+    One read per `step()`, with the pause in between left to the caller, so a synchronous
+    caller sleeps and an HTTP binding can await (and stop reading when its client is gone).
+    """
+
+    def __init__(self, tail: LogTail, max_seconds: float) -> None:
+        self.tail = tail
+        self.deadline = time.monotonic() + max_seconds
+
+    def step(self) -> bool:
+        """One read of the log; True when the wait is over (settled, or the limit reached)."""
+        if any(settles(event) for event in self.tail.poll()):
+            return True
+        return self.deadline - time.monotonic() <= 0
+
+    def pause(self) -> float:
+        """How long to wait before the next `step()`: the tail's interval, up to the limit."""
+        return max(0.0, min(self.tail.interval, self.deadline - time.monotonic()))

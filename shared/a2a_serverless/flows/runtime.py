@@ -7,6 +7,7 @@ Input  {"action": "fail", "taskId", "turn", "error"} marks the turn failed (the 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from a2a_serverless.core.tasklog import StateMoved, transition
@@ -18,6 +19,7 @@ from a2a_serverless.flows.base import (
     agent_message,
 )
 from a2a_serverless.models import (
+    TERMINAL_STATES,
     Artifact,
     Message,
     Part,
@@ -28,6 +30,7 @@ from a2a_serverless.models import (
     TaskStatusUpdateEvent,
     utcnow,
 )
+from a2a_serverless.observability import Metric, annotate, emit, task_ended
 from a2a_serverless.store import ConflictError, TaskRecord, TaskStore
 
 logger = logging.getLogger(__name__)
@@ -147,12 +150,14 @@ class FlowWorker:
         task_id = str(event["taskId"])
         turn = int(event["turn"])
         step = int(event.get("step", 0))
+        annotate(task_id=task_id, turn=turn, step=step)
         done = {"taskId": task_id, "turn": turn, "step": step, "continue": False}
         snapshot = self.store.get_snapshot(task_id, None)
         if snapshot is None:
             logger.warning("task %s not found", task_id)
             return done
         record = snapshot.record
+        annotate(context_id=record.context_id)
         if record.turn != turn or record.state not in (TaskState.SUBMITTED, TaskState.WORKING):
             return done  # canceled, or a stale execution of an earlier turn
         seq = snapshot.seq
@@ -176,10 +181,13 @@ class FlowWorker:
             emitter=emitter,
             metadata=dict(record.metadata or {}),
         )
+        started = time.perf_counter()
         try:
             outcome = self.flow.run_step(ctx)
         except FlowCanceled:
             return done
+        finally:
+            emit(Metric.STEP_DURATION, (time.perf_counter() - started) * 1000)
         if outcome.kind is OutcomeKind.NEXT_STEP:
             try:
                 self.store.save_flow_state(task_id, turn, ctx.state)
@@ -191,18 +199,20 @@ class FlowWorker:
             if outcome.message is not None
             else None
         )
+        final = outcome.state or TaskState.COMPLETED
         try:
             # Conditional on WORKING at this turn: a cancel that got there first wins.
             transition(
                 self.store,
                 record,
-                outcome.state or TaskState.COMPLETED,
+                final,
                 message=message,
                 seq=emitter.seq + 1,
                 flow_state=ctx.state,
             )
         except StateMoved:
-            pass  # canceled while finishing: the cancel won
+            return done  # canceled while finishing: the cancel won (and counted itself)
+        task_ended(final)
         return done
 
     def fail(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -211,17 +221,14 @@ class FlowWorker:
         turn = int(event["turn"])
         error = event.get("error") or {}
         error_name = str(error.get("Error", "Error"))[:100]
+        annotate(task_id=task_id, turn=turn)
         logger.error("turn %s of task %s failed: %s", turn, task_id, error_name)
         record = self.store.get_record(task_id)
         if record is None or record.turn != turn:
             return {"taskId": task_id, "turn": turn, "continue": False}
+        annotate(context_id=record.context_id)
         text = _failure_text(error_name)
-        while record.state not in (
-            TaskState.COMPLETED,
-            TaskState.FAILED,
-            TaskState.CANCELED,
-            TaskState.REJECTED,
-        ):
+        while record.state not in TERMINAL_STATES:
             try:
                 transition(
                     self.store,
@@ -230,6 +237,7 @@ class FlowWorker:
                     message=agent_message(text, task_id, record.context_id),
                     seq=self.store.last_seq(task_id) + 1,
                 )
+                task_ended(TaskState.FAILED)
                 break
             except StateMoved as moved:
                 if moved.record is None or moved.record.turn != turn:

@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 
 from a2a_serverless.models import TaskPushNotificationConfig
+from a2a_serverless.observability import log_context
 from a2a_serverless.push.sender import WebhookSender
 
 
@@ -40,7 +41,8 @@ class _StreamBatch:
             if not configs:
                 return
             body = raw["dynamodb"]["NewImage"]["ev"]["S"].encode()
-            self.sender.deliver_stream_event(task_id, seq, body, configs, self.parked)
+            with log_context(task_id=task_id, seq=seq):
+                self.sender.deliver_stream_event(task_id, seq, body, configs, self.parked)
         except Exception:
             self.failed_tasks.add(task_id)
             raise
@@ -58,11 +60,13 @@ def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> dict[s
         def queued(record: Any) -> None:
             attempted.add(record.message_id)
             attributes = record.raw_event.get("attributes", {})
-            sender.deliver_queued(
-                json.loads(record.raw_event["body"]),
-                record.raw_event["receiptHandle"],
-                int(attributes.get("ApproximateReceiveCount", "1")),
-            )
+            body = json.loads(record.raw_event["body"])
+            with log_context(task_id=body.get("taskId"), seq=body.get("seq")):
+                sender.deliver_queued(
+                    body,
+                    record.raw_event["receiptHandle"],
+                    int(attributes.get("ApproximateReceiveCount", "1")),
+                )
 
         response = process_partial_response(
             event=event, record_handler=queued, processor=processor, context=context

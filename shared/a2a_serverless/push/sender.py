@@ -29,6 +29,7 @@ from typing import Any
 
 from a2a_serverless.bindings.jsonrpc_v03 import task_to_v03
 from a2a_serverless.models import TaskPushNotificationConfig
+from a2a_serverless.observability import Metric, emit
 from a2a_serverless.push.delivery import DeliveryResult, post_pinned
 from a2a_serverless.push.ssrf import EgressPolicy, UnsafeWebhookUrl, vet_url
 from a2a_serverless.store import PushDelivery, TaskStore
@@ -110,14 +111,18 @@ class WebhookSender:
         try:
             target = vet_url(config.url, self.config.egress)
         except UnsafeWebhookUrl as exc:
-            return DeliveryResult(status=None, retryable=False, error=f"refused: {exc.reason}")
-        return self.post(
-            target,
-            body,
-            webhook_headers(config),
-            connect_timeout=self.config.connect_timeout,
-            read_timeout=self.config.read_timeout,
-        )
+            result = DeliveryResult(status=None, retryable=False, error=f"refused: {exc.reason}")
+        else:
+            result = self.post(
+                target,
+                body,
+                webhook_headers(config),
+                connect_timeout=self.config.connect_timeout,
+                read_timeout=self.config.read_timeout,
+            )
+        # Every POST (both paths, every retry) is counted here, once.
+        emit(Metric.WEBHOOK_DELIVERIES if result.ok else Metric.WEBHOOK_FAILURES)
+        return result
 
     # -- stream path -----------------------------------------------------------------------
 
@@ -267,6 +272,7 @@ class WebhookSender:
             attempts,
             error,
         )
+        emit(Metric.WEBHOOK_DEAD_LETTERS)
         if not self.config.dead_letter_queue_url:
             return
         group = f"{task_id}#{config_id}"

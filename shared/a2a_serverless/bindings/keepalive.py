@@ -1,0 +1,142 @@
+"""Blocking sends under API Gateway's idle limit: whitespace before the JSON while waiting.
+
+A blocking SendMessage has nothing to write until its task settles, and API Gateway drops a
+streamed response after 5 minutes without a byte. JSON allows whitespace before a value, so
+once a wait has lasted `BLOCKING_KEEPALIVE_SECONDS` the response starts (HTTP 200, the
+binding's media type, no Content-Length) and a newline is written every interval until the
+JSON body follows. An answer ready before the first keep-alive is the plain response: same
+status, headers and bytes as without this module, errors included.
+
+Both bindings (HTTP+JSON `POST /message:send`, JSON-RPC `SendMessage` / 0.3 `message/send`)
+use `send_response`; core decides what the wait is, this module how it is put on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from a2a_serverless.core.service import A2AService, AcceptedSend
+from a2a_serverless.models import SendMessageResponse
+from a2a_serverless.settings import get_settings
+
+KEEPALIVE = b"\n"
+
+Render = Callable[[SendMessageResponse], Response]
+OnError = Callable[[Exception], Response]
+
+
+class KeepAliveResponse(Response):
+    """The response `answer()` produces, with keep-alive whitespace while it is awaited.
+
+    `answer` must return a response with its whole body in `.body` (a JSONResponse). A failure
+    of `answer` becomes `on_error(exc)`: before the first keep-alive with that response's
+    status; after it, only its body can still be sent, so the status stays 200 and the body
+    is the binding's error shape (never a truncated body). A client that hangs up cancels
+    `answer`, which ends the polling at its next await.
+    """
+
+    def __init__(
+        self,
+        answer: Callable[[], Awaitable[Response]],
+        on_error: OnError,
+        *,
+        media_type: str,
+        interval: float,
+    ) -> None:
+        self.answer = answer
+        self.on_error = on_error
+        self.interval = interval
+        self.status_code = 200
+        self.media_type = media_type
+        self.background = None
+        # Reverse proxies (nginx and the like) must not hold the keep-alive bytes back.
+        self.init_headers({"X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        answering = asyncio.ensure_future(self.answer())
+        hung_up = asyncio.ensure_future(_disconnected(receive))
+        started = False
+        try:
+            while True:
+                done, _ = await asyncio.wait(
+                    {answering, hung_up}, timeout=self.interval, return_when="FIRST_COMPLETED"
+                )
+                if hung_up in done:
+                    return  # nobody to answer: `finally` stops the wait
+                if answering in done:
+                    break
+                if not started:
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": self.status_code,
+                            "headers": self.raw_headers,
+                        }
+                    )
+                    started = True
+                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+            try:
+                response = answering.result()
+            except Exception as exc:
+                response = self.on_error(exc)
+            if started:
+                await send({"type": "http.response.body", "body": response.body})
+            else:
+                await response(scope, receive, send)
+        finally:
+            for task in (answering, hung_up):
+                task.cancel()
+            # A read in flight finishes in its thread; nothing is polled after it.
+            await asyncio.gather(answering, hung_up, return_exceptions=True)
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns when the client goes away (the request body has already been read)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def send_response(
+    service: A2AService,
+    accepted: AcceptedSend,
+    render: Render,
+    on_error: OnError,
+    *,
+    media_type: str,
+) -> Response:
+    """The response to an accepted SendMessage: the answer at once when the client did not
+    ask to wait, else a KeepAliveResponse around the wait (core's SettleWait, awaited here
+    between reads) and the answer after it."""
+    if not accepted.blocking:
+        try:
+            return render(await run_in_threadpool(service.answer, accepted))
+        except Exception as exc:
+            return on_error(exc)
+
+    async def wait_then_answer() -> Response:
+        await wait_settled(service, accepted)
+        return render(await run_in_threadpool(service.answer, accepted))
+
+    return KeepAliveResponse(
+        wait_then_answer,
+        on_error,
+        media_type=media_type,
+        interval=get_settings().blocking_keepalive_seconds,
+    )
+
+
+async def wait_settled(service: A2AService, accepted: AcceptedSend) -> None:
+    """Core's SettleWait, one read per thread hop and asyncio sleeps between them, so a
+    cancelled caller (a client gone) stops the reads."""
+    if not accepted.blocking:
+        return
+    wait = service.settle_wait(accepted)
+    while not await run_in_threadpool(wait.step):
+        await asyncio.sleep(wait.pause())

@@ -1,0 +1,468 @@
+"""Logs, EMF metrics and tracing (shared/a2a_serverless/observability.py): scopes that never
+leak between concurrent requests, the EMF shapes, and no secrets in any log line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
+
+from a2a_serverless import observability, wiring
+from a2a_serverless.bindings.lambda_adapter import mangum_handler, web_adapter_app
+from a2a_serverless.bindings.rest import create_app, get_task_router
+from a2a_serverless.local.stack import LocalStack
+from a2a_serverless.models import (
+    AuthenticationInfo,
+    SendMessageRequest,
+    TaskPushNotificationConfig,
+    TaskState,
+)
+from a2a_serverless.observability import Metric, annotate, emit, invocation, log_context
+from a2a_serverless.push.delivery import DeliveryResult
+from a2a_serverless.push.sender import DeliveryFailed, SenderConfig, WebhookSender
+from a2a_serverless.push.ssrf import EgressPolicy
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "tok-4f1b9c-NOTIFICATION"
+CREDENTIALS = "cred-7d2e0a-WEBHOOK"
+BEARER = "bearer-9a8b7c-CLIENT"
+
+
+# -- capture helpers (also used by tests/integration/test_observability.py) -----------------
+
+
+@contextlib.contextmanager
+def captured_logs() -> Iterator[list[dict[str, Any]]]:
+    """Every JSON line the function's log handler writes during the block (any thread)."""
+    handler = observability.function_logger().registered_handler
+    assert isinstance(handler, __import__("logging").StreamHandler)
+    buffer = io.StringIO()
+    previous = handler.setStream(buffer)
+    lines: list[dict[str, Any]] = []
+    try:
+        yield lines
+    finally:
+        handler.setStream(previous)
+        lines.extend(json.loads(line) for line in buffer.getvalue().splitlines() if line)
+
+
+def emf_blobs(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith('{"_aws"')]
+
+
+def metric_points(blobs: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, str], float]]:
+    """(name, unit, dimensions, value) of every value in the blobs, checking EMF structure."""
+    points = []
+    for blob in blobs:
+        (directive,) = blob["_aws"]["CloudWatchMetrics"]
+        assert isinstance(blob["_aws"]["Timestamp"], int)
+        (dimension_names,) = directive["Dimensions"]
+        dimensions = {name: blob[name] for name in dimension_names}
+        for metric in directive["Metrics"]:
+            values = blob[metric["Name"]]
+            for value in values if isinstance(values, list) else [values]:
+                points.append((metric["Name"], metric["Unit"], dimensions, value))
+    return points
+
+
+# -- EMF -----------------------------------------------------------------------------------
+
+
+def test_an_invocation_prints_its_metrics_as_emf_when_it_ends(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with invocation(correlation_id="req-1", task_id="t-1"):
+        observability.task_ended(TaskState.INPUT_REQUIRED)
+        emit(Metric.STEP_DURATION, 12.5)
+        assert emf_blobs(capsys.readouterr().out) == []  # nothing before the end
+    blobs = emf_blobs(capsys.readouterr().out)
+    # One blob per dimension set: the step duration must not carry the state dimension.
+    assert len(blobs) == 2
+    for blob in blobs:
+        assert blob["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "A2AServerless"
+        assert blob["correlation_id"] == "req-1" and blob["task_id"] == "t-1"
+    points = metric_points(blobs)
+    (tasks,) = [p for p in points if p[0] == "Tasks"]
+    assert tasks[1] == "Count" and tasks[3] == 1.0
+    assert tasks[2]["state"] == "INPUT_REQUIRED" and set(tasks[2]) <= {"state", "service"}
+    (duration,) = [p for p in points if p[0] == "StepDuration"]
+    assert duration[1] == "Milliseconds" and duration[3] == 12.5
+    assert "state" not in duration[2]
+
+
+def test_the_namespace_comes_from_settings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "MyAgent")
+    wiring.reset()
+    try:
+        emit(Metric.WEBHOOK_DEAD_LETTERS)  # outside any invocation: printed at once
+        (blob,) = emf_blobs(capsys.readouterr().out)
+    finally:
+        monkeypatch.delenv("POWERTOOLS_METRICS_NAMESPACE")
+        wiring.reset()
+    assert blob["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "MyAgent"
+    assert blob["WebhookDeadLetters"] == [1.0]
+
+
+def test_a_metric_added_after_its_invocation_ended_is_printed_not_lost(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    context: list[Any] = []
+    with invocation(correlation_id="late"):
+        context.append(__import__("contextvars").copy_context())
+    capsys.readouterr()
+    # A stream generator finalised after its response ran in the request's context.
+    context[0].run(emit, Metric.STREAMS_CLOSED)
+    (blob,) = emf_blobs(capsys.readouterr().out)
+    assert blob["StreamsClosed"] == [1.0] and blob["correlation_id"] == "late"
+
+
+def test_concurrent_invocations_never_mix_their_metrics(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    barrier = threading.Barrier(8)
+
+    def work(index: int) -> None:
+        with invocation(correlation_id=f"req-{index}"):
+            barrier.wait()
+            for _ in range(index + 1):
+                emit(Metric.WEBHOOK_DELIVERIES)
+            barrier.wait()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    blobs = emf_blobs(capsys.readouterr().out)
+    assert sorted(b["correlation_id"] for b in blobs) == sorted(f"req-{i}" for i in range(8))
+    for blob in blobs:
+        index = int(blob["correlation_id"].removeprefix("req-"))
+        assert blob["WebhookDeliveries"] == [1.0] * (index + 1)
+
+
+# -- log keys ------------------------------------------------------------------------------
+
+
+def test_log_keys_belong_to_their_scope() -> None:
+    log = __import__("logging").getLogger("a2a_serverless.test")
+    with captured_logs() as lines:
+        with invocation(correlation_id="outer"):
+            with log_context(task_id="t-9", seq=3):
+                log.warning("inside")
+            annotate(task_id="t-10")
+            log.warning("annotated")
+        log.warning("outside")
+    inside, annotated, outside = lines
+    assert (inside["correlation_id"], inside["task_id"], inside["seq"]) == ("outer", "t-9", 3)
+    assert (annotated["correlation_id"], annotated["task_id"]) == ("outer", "t-10")
+    assert "seq" not in annotated
+    assert "correlation_id" not in outside and "task_id" not in outside
+
+
+def test_task_ids_are_read_from_task_paths() -> None:
+    read = observability._task_id_from_path
+    assert read("/tasks/abc") == "abc"
+    assert read("/tasks/abc:cancel") == "abc"
+    assert read("/tasks/abc:subscribe") == "abc"
+    assert read("/tasks/abc/pushNotificationConfigs/c1") == "abc"
+    assert read("/acme/tasks/abc") == "abc"
+    assert read("/tasks") is None and read("/message:send") is None and read("/") is None
+
+
+def _probe_app() -> Any:
+    """An app as the functions build it, with a route that learns its task id in a worker
+    thread, then waits for every other request before logging (forcing interleaving)."""
+    router = APIRouter()
+    arrived: list[str] = []
+    everyone = asyncio.Event()
+    log = __import__("logging").getLogger("a2a_serverless.probe")
+
+    @router.post("/probe/{name}")
+    async def probe(name: str) -> dict[str, str]:
+        await run_in_threadpool(annotate, task_id=f"task-of-{name}")
+        arrived.append(name)
+        if len(arrived) == 10:
+            everyone.set()
+        await everyone.wait()
+        await run_in_threadpool(log.warning, "probe done")
+        return {"name": name}
+
+    return web_adapter_app(create_app(router))
+
+
+def test_concurrent_requests_never_see_each_others_keys() -> None:
+    app = _probe_app()
+
+    async def run() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://a") as client:
+            responses = await asyncio.gather(
+                *(
+                    client.post(
+                        f"/probe/{i}",
+                        headers={
+                            "x-amzn-request-context": json.dumps({"requestId": f"req-{i}"}),
+                            "x-amzn-lambda-context": json.dumps({"request_id": f"lam-{i}"}),
+                        },
+                    )
+                    for i in range(10)
+                )
+            )
+        assert all(r.status_code == 200 for r in responses)
+
+    with captured_logs() as lines:
+        asyncio.run(run())
+    done = [line for line in lines if line["message"] == "probe done"]
+    handled = [line for line in lines if line["message"] == "request handled"]
+    assert len(done) == 10 and len(handled) == 10
+    for line in done + handled:
+        index = line["correlation_id"].removeprefix("req-")
+        assert line["task_id"] == f"task-of-{index}"
+        assert line["function_request_id"] == f"lam-{index}"
+    assert {line["path"] for line in handled} == {f"/probe/{i}" for i in range(10)}
+    assert all(line["status"] == 200 and line["duration_ms"] >= 0 for line in handled)
+
+
+# -- no secrets in logs --------------------------------------------------------------------
+
+
+@pytest.fixture
+def stack() -> Iterator[LocalStack]:
+    with LocalStack(event_sources=False) as stack:
+        yield stack
+
+
+def test_push_delivery_logs_carry_no_secret(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import boto3
+
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    queue = sqs.create_queue(QueueName="obs.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    request = SendMessageRequest.model_validate(
+        {
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+            "configuration": {"returnImmediately": True},
+        }
+    )
+    task = wiring.get_service().send_message("alice", request).task
+    assert task is not None
+    task_id = task.id
+    config = TaskPushNotificationConfig(
+        id="c1",
+        task_id=task_id,
+        url="http://127.0.0.1:9/hook?token=" + TOKEN,
+        token=TOKEN,
+        authentication=AuthenticationInfo(scheme="Bearer", credentials=CREDENTIALS),
+    )
+    wiring.get_store().put_push_config(config)
+    answers = [
+        DeliveryResult(status=503, retryable=True, error="HTTP 503"),
+        DeliveryResult(status=503, retryable=True, error="HTTP 503"),
+        DeliveryResult(status=401, retryable=False, error="HTTP 401"),
+        DeliveryResult(status=503, retryable=True, error="HTTP 503"),
+    ]
+    seen_headers: list[dict[str, str]] = []
+
+    def post(target: Any, body: bytes, headers: Any, **_: Any) -> DeliveryResult:
+        seen_headers.append(dict(headers))
+        return answers.pop(0)
+
+    sender = WebhookSender(
+        wiring.get_store(),
+        sqs,
+        SenderConfig(
+            egress=EgressPolicy(allow_http=True, allow_hosts=frozenset({"127.0.0.1"})),
+            retry_queue_url=queue,
+            max_attempts=1,
+        ),
+        post=post,
+        sleep=lambda _: None,
+    )
+    with captured_logs() as lines, invocation(correlation_id="push"):
+        # Stream path: two failed attempts, parked (warning); a refusal (warning).
+        sender.deliver_stream_event(task_id, 1, b"{}", [(config, False)], set())
+        sender.deliver_stream_event(task_id, 2, b"{}", [(config, False)], set())
+        # Queue path: fails, and with max_attempts=1 is dead-lettered (error log).
+        with contextlib.suppress(DeliveryFailed):
+            sender.deliver_queued({"taskId": task_id, "configId": "c1", "seq": 1}, "r", 1)
+    # The secrets were really sent (so the test would see them if they were logged) ...
+    assert seen_headers and seen_headers[0]["X-A2A-Notification-Token"] == TOKEN
+    assert seen_headers[0]["Authorization"] == f"Bearer {CREDENTIALS}"
+    assert not answers  # every scripted attempt was made
+    messages = " ".join(line["message"] for line in lines)
+    assert "parking" in messages and "refused" in messages and "dead-letter" in messages
+    assert all(line["correlation_id"] == "push" for line in lines)
+    points = metric_points(emf_blobs(out := capsys.readouterr().out))
+    assert sorted(name for name, *_ in points) == ["WebhookDeadLetters"] + ["WebhookFailures"] * 4
+    text = json.dumps(lines) + out
+    for secret in (TOKEN, CREDENTIALS):
+        assert secret not in text
+
+
+def test_requests_with_an_authorization_header_log_no_secret(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Even with Powertools told to log incoming events, the handlers never do.
+    monkeypatch.setenv("POWERTOOLS_LOGGER_LOG_EVENT", "true")
+    headers = {"Authorization": f"Bearer {BEARER}", "A2A-Version": "1.0"}
+    event = json.loads((ROOT / "events" / "get_task.json").read_text())
+    event["headers"] = {**(event.get("headers") or {}), **headers}
+    event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
+    handler = mangum_handler(create_app(get_task_router))
+    context = type(
+        "Context",
+        (),
+        {
+            "function_name": "GetTaskFunction",
+            "memory_limit_in_mb": 512,
+            "invoked_function_arn": "arn:aws:lambda:us-east-1:1:function:GetTaskFunction",
+            "aws_request_id": str(uuid.uuid4()),
+        },
+    )()
+    app = web_adapter_app(create_app(get_task_router))
+
+    async def web_adapter_request() -> int:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://a") as client:
+            response = await client.get(
+                "/tasks/no-such-task",
+                headers={
+                    **headers,
+                    "x-amzn-request-context": json.dumps(event["requestContext"]),
+                },
+            )
+        return response.status_code
+
+    with captured_logs() as lines:
+        loop = asyncio.new_event_loop()
+        try:
+            asyncio.set_event_loop(loop)
+            result = handler(event, context)
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+        status = asyncio.run(web_adapter_request())
+    assert result["statusCode"] == 404 and status == 404
+    handled = [line for line in lines if line["message"] == "request handled"]
+    assert len(handled) == 2
+    assert handled[0]["correlation_id"] == event["requestContext"]["requestId"]
+    assert handled[0]["function_name"] == "GetTaskFunction"
+    assert BEARER not in json.dumps(lines)
+
+
+# -- tracing -------------------------------------------------------------------------------
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LAMBDA_", "_X_AMZN"))}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={
+            **clean,
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), str(ROOT)]),
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "POWERTOOLS_SERVICE_NAME": "a2a-serverless",
+            **env,
+        },
+        timeout=60,
+        check=False,
+    )
+
+
+def test_outside_lambda_no_tracer_and_no_xray_sdk() -> None:
+    code = (
+        "import runpy, sys\n"
+        f"runpy.run_path({str(ROOT / 'functions/flow_worker/app.py')!r})\n"
+        f"runpy.run_path({str(ROOT / 'functions/stream/app.py')!r})\n"
+        "from a2a_serverless import observability\n"
+        "assert observability.function_tracer() is None\n"
+        "print('xray' if 'aws_xray_sdk' in sys.modules else 'no xray')\n"
+    )
+    result = _run(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "no xray"
+
+
+def test_inside_lambda_handlers_and_web_adapter_requests_are_traced() -> None:
+    """With LAMBDA_TASK_ROOT set (as in Lambda), a plain handler's subsegment and a Web
+    Adapter request's AWS call reach the X-Ray daemon address (a UDP socket here), the latter
+    under the trace id of the request's `x-amzn-trace-id` header."""
+    daemon = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    daemon.bind(("127.0.0.1", 0))
+    daemon.settimeout(20)
+    port = daemon.getsockname()[1]
+    handler_trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+    request_trace = "Root=1-5759e988-aaaaaaaaaaaaaaaaaaaaaaaa;Parent=1111111111111111;Sampled=1"
+    code = f"""
+import asyncio, json, os, runpy
+import httpx
+os.environ["_X_AMZN_TRACE_ID"] = {handler_trace!r}
+card = runpy.run_path({str(ROOT / "functions/agent_card/app.py")!r})
+from a2a_serverless import observability
+assert observability.function_tracer() is not None
+class Ctx:
+    function_name = "AgentCardFunction"; memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:1:function:x"; aws_request_id = "r1"
+event = json.load(open({str(ROOT / "events/agent_card.json")!r}))
+assert card["handler"](event, Ctx())["statusCode"] == 200
+del os.environ["_X_AMZN_TRACE_ID"]  # a Web Adapter process has none of its own
+send = runpy.run_path({str(ROOT / "functions/send_message/app.py")!r})
+from fastapi import APIRouter
+import boto3
+router = APIRouter()
+@router.get("/aws")
+def aws_call() -> dict:
+    client = boto3.client("sqs", endpoint_url="http://127.0.0.1:9")
+    try:
+        client.list_queues()
+    except Exception:
+        pass
+    return {{}}
+send["app"].include_router(router)
+async def main():
+    transport = httpx.ASGITransport(app=send["app"])
+    async with httpx.AsyncClient(transport=transport, base_url="http://a") as c:
+        r = await c.get("/aws", headers={{"x-amzn-trace-id": {request_trace!r}}})
+        assert r.status_code == 200, r.text
+asyncio.run(main())
+print("done")
+"""
+    result = _run(
+        code,
+        LAMBDA_TASK_ROOT="/var/task",
+        AWS_XRAY_DAEMON_ADDRESS=f"127.0.0.1:{port}",
+        AWS_ACCESS_KEY_ID="x",
+        AWS_SECRET_ACCESS_KEY="x",
+        AWS_MAX_ATTEMPTS="1",
+    )
+    assert result.returncode == 0, result.stderr
+    documents = []
+    with contextlib.suppress(TimeoutError):
+        daemon.settimeout(2)
+        while True:
+            datagram = daemon.recv(65536).decode()
+            documents.append(json.loads(datagram.split("\n", 1)[1]))
+    daemon.close()
+    names = {(d["trace_id"], d["name"]) for d in documents}
+    assert ("1-5759e988-bd862e3fe1be46a994272793", "## handler") in names, names
+    assert ("1-5759e988-aaaaaaaaaaaaaaaaaaaaaaaa", "sqs") in names, names
