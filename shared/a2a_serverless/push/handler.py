@@ -11,10 +11,13 @@ from aws_lambda_powertools.utilities.batch import (
     SqsFifoPartialProcessor,
     process_partial_response,
 )
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from a2a_serverless.models import TaskPushNotificationConfig
 from a2a_serverless.observability import log_context
 from a2a_serverless.push.sender import WebhookSender
+from a2a_serverless.store import stream_event
 
 
 class _StreamBatch:
@@ -27,11 +30,12 @@ class _StreamBatch:
         self.parked: set[tuple[str, str]] = set()
         self.failed_tasks: set[str] = set()
 
-    def record(self, record: Any) -> None:
-        raw = record.raw_event
-        keys = raw["dynamodb"]["Keys"]
-        task_id = keys["pk"]["S"].removeprefix("T#")
-        seq = int(keys["sk"]["S"].removeprefix("E#"))
+    def record(self, record: DynamoDBRecord) -> None:
+        # The item layout is the store's: it says which task and event a new image is.
+        found = stream_event(record.dynamodb.new_image) if record.dynamodb else None
+        if found is None:
+            return  # not an event item (the mapping's filter lets only events through)
+        task_id, seq, body = found
         if task_id in self.failed_tasks:
             raise RuntimeError(f"an earlier event of task {task_id} failed in this batch")
         try:
@@ -40,7 +44,6 @@ class _StreamBatch:
             configs = self.configs[task_id]
             if not configs:
                 return
-            body = raw["dynamodb"]["NewImage"]["ev"]["S"].encode()
             with log_context(task_id=task_id, seq=seq):
                 self.sender.deliver_stream_event(task_id, seq, body, configs, self.parked)
         except Exception:
@@ -57,15 +60,14 @@ def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> dict[s
         processor.raise_on_entire_batch_failure = False
         attempted: set[str] = set()
 
-        def queued(record: Any) -> None:
+        def queued(record: SQSRecord) -> None:
             attempted.add(record.message_id)
-            attributes = record.raw_event.get("attributes", {})
-            body = json.loads(record.raw_event["body"])
+            body = json.loads(record.body)
             with log_context(task_id=body.get("taskId"), seq=body.get("seq")):
                 sender.deliver_queued(
                     body,
-                    record.raw_event["receiptHandle"],
-                    int(attributes.get("ApproximateReceiveCount", "1")),
+                    record.receipt_handle,
+                    int(record.attributes.approximate_receive_count or "1"),
                 )
 
         response = process_partial_response(
@@ -75,12 +77,9 @@ def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> dict[s
         # visible again now (the group stays locked while the failed one backs off) instead of
         # after the queue's whole visibility timeout.
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        skipped = failed - attempted
         sender.release(
-            [
-                r["receiptHandle"]
-                for r in records
-                if r["messageId"] in failed and r["messageId"] not in attempted
-            ]
+            [r.receipt_handle for r in map(SQSRecord, records) if r.message_id in skipped]
         )
         return response
     batch = _StreamBatch(sender)

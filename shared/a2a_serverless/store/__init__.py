@@ -1,23 +1,38 @@
-"""Task storage: the interface the core uses and its DynamoDB implementation."""
+"""Task storage: the interfaces the core uses (by concern) and the values they exchange.
+
+The DynamoDB implementation is in store/dynamodb/, its item layout in store/keys.py.
+"""
 
 from a2a_serverless.store.base import (
     ConflictError,
     Dedupe,
+    DeliveryStateStore,
+    InvalidPageToken,
     ListQuery,
+    PushConfigStore,
     PushDelivery,
     StatusChange,
+    TaskListing,
+    TaskLogStore,
     TaskRecord,
     TaskSnapshot,
     TaskStore,
 )
+from a2a_serverless.store.keys import stream_event
 
 __all__ = [
     "ConflictError",
     "Dedupe",
+    "DeliveryStateStore",
+    "InvalidPageToken",
     "ListQuery",
+    "PushConfigStore",
     "PushDelivery",
     "StatusChange",
+    "TaskListing",
+    "TaskLogStore",
     "TaskRecord",
     "TaskSnapshot",
     "TaskStore",
+    "stream_event",
 ]

@@ -1,4 +1,8 @@
-"""The storage interface of the core. DynamoDB is the implementation; there is no other."""
+"""The storage interfaces of the core, by concern, and the values they exchange.
+
+DynamoDB (store/dynamodb/) is the one production implementation; tests/fakes.py holds an
+in-memory one that passes the same contract tests.
+"""
 
 from __future__ import annotations
 
@@ -99,15 +103,23 @@ class PushDelivery:
 
 @dataclass
 class ListQuery:
+    """One ListTasks page of an owner's tasks. `page_token` is opaque: only the store reads it."""
+
     owner: str
     context_id: str | None = None
     state: TaskState | None = None
     status_after: datetime | None = None
     page_size: int = 50
-    cursor: dict[str, str] | None = None
+    page_token: str | None = None
 
 
-class TaskStore(Protocol):
+class InvalidPageToken(Exception):
+    """A page token this store did not issue (malformed or forged)."""
+
+
+class TaskLogStore(Protocol):
+    """A task's header, event log and history: the record every operation works on."""
+
     def create_task(
         self,
         record: TaskRecord,
@@ -135,13 +147,28 @@ class TaskStore(Protocol):
 
     def save_flow_state(self, task_id: str, turn: int, flow_state: dict[str, Any]) -> None: ...
 
-    def list_tasks(self, query: ListQuery) -> tuple[list[TaskRecord], dict[str, str] | None]: ...
-
-    def count_tasks(self, query: ListQuery) -> int: ...
-
     def read_artifacts(self, task_id: str) -> list[Artifact]: ...
 
     def read_history(self, task_id: str, history_length: int | None) -> list[Message]: ...
+
+    def task_as_of(self, task_id: str, seq: int) -> Task | None: ...
+
+    def get_event_json(self, task_id: str, seq: int) -> bytes | None: ...
+
+
+class TaskListing(Protocol):
+    """An owner's tasks, newest status first, with exact counts (ListTasks)."""
+
+    def list_tasks(self, query: ListQuery) -> tuple[list[TaskRecord], str | None]:
+        """One page and the token of the next (None on the last page); raises
+        InvalidPageToken for a token this store did not issue."""
+        ...
+
+    def count_tasks(self, query: ListQuery) -> int: ...
+
+
+class PushConfigStore(Protocol):
+    """A task's webhook configs (CRUD); `list_push_configs` also says which are parked."""
 
     def put_push_config(self, config: TaskPushNotificationConfig) -> None: ...
 
@@ -153,6 +180,10 @@ class TaskStore(Protocol):
 
     def delete_push_config(self, task_id: str, config_id: str) -> None: ...
 
+
+class DeliveryStateStore(Protocol):
+    """Per-config webhook delivery state: parking on the ordered retry queue, failure counts."""
+
     def park_push_config(self, task_id: str, config_id: str, seq: int) -> None: ...
 
     def queue_behind(self, task_id: str, config_id: str, seq: int) -> bool: ...
@@ -163,8 +194,8 @@ class TaskStore(Protocol):
 
     def count_push_failure(self, task_id: str, config_id: str) -> int | None: ...
 
-    def task_as_of(self, task_id: str, seq: int) -> Task | None: ...
-
     def reset_push_failures(self, task_id: str, config_id: str) -> None: ...
 
-    def get_event_json(self, task_id: str, seq: int) -> bytes | None: ...
+
+class TaskStore(TaskLogStore, TaskListing, PushConfigStore, DeliveryStateStore, Protocol):
+    """Everything the store offers (callers that need one concern take its Protocol)."""

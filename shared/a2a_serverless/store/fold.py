@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from a2a_serverless.models import Artifact, StreamResponse, TaskStatus
+from a2a_serverless.models import Artifact, StreamResponse, Task, TaskStatus
 
 
 def fold_events(
@@ -32,3 +32,21 @@ def fold_events(
         elif event.task is not None:
             status = event.task.status
     return status, list(artifacts.values())
+
+
+def task_from_events(task_id: str, events: list[StreamResponse]) -> Task | None:
+    """The task as a client that saw exactly these events holds it (no history); None when
+    they carry no status."""
+    status, artifacts = fold_events(events)
+    if status is None:
+        return None
+    context_id = next(
+        (
+            body.context_id
+            for e in events
+            for body in (e.task, e.status_update, e.artifact_update)
+            if body is not None and body.context_id
+        ),
+        "",
+    )
+    return Task(id=task_id, context_id=context_id, status=status, artifacts=artifacts or None)

@@ -1,0 +1,30 @@
+"""The DynamoDB store: one class per concern on one table, composed into DynamoDBTaskStore.
+
+table.py holds what they share (client, table, TTL, transactions, paging); the item layout
+is in store/keys.py.
+"""
+
+from __future__ import annotations
+
+from a2a_serverless.store.dynamodb.deliveries import DynamoDBDeliveries
+from a2a_serverless.store.dynamodb.listing import DynamoDBTaskListing
+from a2a_serverless.store.dynamodb.push_configs import DynamoDBPushConfigs
+from a2a_serverless.store.dynamodb.table import DynamoDBTable
+from a2a_serverless.store.dynamodb.tasks import DynamoDBTaskLog
+
+
+class DynamoDBTaskStore(
+    DynamoDBTaskLog, DynamoDBTaskListing, DynamoDBPushConfigs, DynamoDBDeliveries
+):
+    """The whole TaskStore on one table (see template.yaml `TasksTable`): every concern's
+    class shares the constructor `(client, table_name, retention_days=30)`."""
+
+
+__all__ = [
+    "DynamoDBDeliveries",
+    "DynamoDBPushConfigs",
+    "DynamoDBTable",
+    "DynamoDBTaskListing",
+    "DynamoDBTaskLog",
+    "DynamoDBTaskStore",
+]

@@ -1,0 +1,71 @@
+"""What every DynamoDB store class shares: the client, the table, the TTL and the write and
+paging helpers."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from a2a_serverless.store import keys
+from a2a_serverless.store.base import ConflictError
+
+TRANSACTION_ATTEMPTS = 6
+
+
+class DynamoDBTable:
+    """One table (see template.yaml `TasksTable`) through a low-level boto3 client."""
+
+    def __init__(self, client: Any, table_name: str, retention_days: int = 30) -> None:
+        self._db = client
+        self._table = table_name
+        self._ttl_seconds = retention_days * 86400
+
+    def _expires(self) -> dict[str, str]:
+        return keys.n(int(time.time()) + self._ttl_seconds)
+
+    def _expiring(self, item: dict[str, Any]) -> dict[str, Any]:
+        """The item with its TTL: every item of a task goes with the task."""
+        return {**item, keys.EXPIRES: self._expires()}
+
+    def _put(self, item: dict[str, Any], condition: str | None = None) -> dict[str, Any]:
+        """A transaction Put of an expiring item."""
+        put: dict[str, Any] = {"TableName": self._table, "Item": self._expiring(item)}
+        if condition is not None:
+            put["ConditionExpression"] = condition
+        return {"Put": put}
+
+    def _get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        return self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
+
+    def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """Every page of a Query (boto3's paginator follows LastEvaluatedKey)."""
+        paginator = self._db.get_paginator("query")
+        yield from paginator.paginate(TableName=self._table, **kwargs)
+
+    def _query_all(self, **kwargs: Any) -> list[dict[str, Any]]:
+        return [item for page in self._pages(**kwargs) for item in page.get("Items", [])]
+
+    def _transact(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        """Write (role, item) pairs atomically; a failed condition names the roles.
+
+        A conflict with a concurrent transaction on a shared item (the counters) is not a
+        lost race: it is retried with jittered backoff.
+        """
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._db.transact_write_items(TransactItems=[item for _, item in items])
+                return
+            except self._db.exceptions.TransactionCanceledException as exc:
+                reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+                failed = tuple(
+                    role
+                    for (role, _), code in zip(items, reasons, strict=False)
+                    if code == "ConditionalCheckFailed"
+                )
+                if failed:
+                    raise ConflictError(f"condition failed on {', '.join(failed)}", failed) from exc
+                if "TransactionConflict" not in reasons or attempt == TRANSACTION_ATTEMPTS - 1:
+                    raise
+            time.sleep(random.uniform(0, 0.02 * 2**attempt))

@@ -1,0 +1,359 @@
+"""Task records and their event log on DynamoDB.
+
+The event log is the source of status and artifacts: chunk events are single conditional
+puts (no header write, no index write); state changes are one transaction (header + event +
+counters [+ history]). The ListTasks counters are maintained here, in the same transactions.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from typing import Any
+
+from a2a_serverless.models import (
+    Artifact,
+    Message,
+    StreamResponse,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    format_timestamp,
+)
+from a2a_serverless.store import keys
+from a2a_serverless.store.base import (
+    ConflictError,
+    Dedupe,
+    StatusChange,
+    TaskRecord,
+    TaskSnapshot,
+)
+from a2a_serverless.store.dynamodb.table import DynamoDBTable
+from a2a_serverless.store.fold import fold_events, task_from_events
+from a2a_serverless.store.keys import n, s
+
+NEW_ITEM = "attribute_not_exists(pk)"
+
+
+class DynamoDBTaskLog(DynamoDBTable):
+    """The TaskLogStore on the table."""
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _counter_updates(
+        self, owner: str, context_id: str, add: dict[str, int]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """ADD to one random shard of the owner's counters and to the context's counter.
+
+        Shards spread the owner's hot item (every transition of every task of that owner
+        touches it) so concurrent transactions rarely conflict; the TTL is refreshed so the
+        counters outlive the owner's last task and then go too.
+        """
+        names = {f"#c{i}": name for i, name in enumerate(add)}
+        names["#ttl"] = keys.EXPIRES
+        values = {f":v{i}": n(delta) for i, delta in enumerate(add.values())}
+        values[":ttl"] = self._expires()
+        expression = (
+            "ADD " + ", ".join(f"#c{i} :v{i}" for i in range(len(add))) + " SET #ttl = :ttl"
+        )
+        shard = f"{keys.OWNER_SHARD_PREFIX}{random.randrange(keys.OWNER_COUNTER_SHARDS)}"
+        return [
+            (
+                "counter",
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": {"pk": keys.owner_pk(owner), "sk": s(sk)},
+                        "UpdateExpression": expression,
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": values,
+                    }
+                },
+            )
+            for sk in (shard, keys.context_counter_sk(context_id))
+        ]
+
+    def _optional_puts(
+        self, task_id: str, dedupe: Dedupe | None, push_config: TaskPushNotificationConfig | None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The retry record and the inline webhook that go with a new task or turn."""
+        items: list[tuple[str, dict[str, Any]]] = []
+        if dedupe is not None:
+            record = {
+                **keys.dedupe_key(dedupe.owner, dedupe.message_id),
+                "taskId": s(task_id),
+                "hash": s(dedupe.content_hash),
+            }
+            items.append(("dedupe", self._put(record, NEW_ITEM)))
+        if push_config is not None:
+            # In the same transaction: the webhook must exist before the turn's first event.
+            items.append(("push", self._put(keys.push_item(push_config))))
+        return items
+
+    def create_task(
+        self,
+        record: TaskRecord,
+        message: Message,
+        event: StreamResponse,
+        dedupe: Dedupe | None,
+        push_config: TaskPushNotificationConfig | None = None,
+    ) -> None:
+        """Header, first history message, first event and counters in one transaction."""
+        status_ts = format_timestamp(record.status.timestamp or datetime.now(UTC))
+        header: dict[str, Any] = {
+            **keys.task_key(record.task_id, keys.HEADER),
+            "taskId": s(record.task_id),
+            "contextId": s(record.context_id),
+            "owner": s(record.owner),
+            "state": s(record.state.value),
+            "status": s(keys.dumps(record.status.wire())),
+            "statusSeq": n(record.status_seq),
+            "turn": n(record.turn),
+            "exec": s(record.execution),
+            "flowState": s(keys.dumps(record.flow_state)),
+            "hcount": n(1),
+            "createdAt": s(record.created_at or status_ts),
+            "g1pk": s(record.owner),
+            "g2pk": s(keys.context_partition(record.owner, record.context_id)),
+            "g3pk": s(keys.state_partition(record.owner, record.state)),
+            keys.INDEX_SORT: s(keys.index_sort_key(status_ts, record.task_id)),
+        }
+        if record.metadata:
+            header["meta"] = s(keys.dumps(record.metadata))
+        counts = {"all": 1, keys.state_counter(record.state): 1}
+        self._transact(
+            [
+                ("header", self._put(header, NEW_ITEM)),
+                ("history", self._put(keys.history_item(record.task_id, 1, message))),
+                (
+                    "event",
+                    self._put(keys.event_item(record.task_id, record.status_seq, event), NEW_ITEM),
+                ),
+                *self._counter_updates(record.owner, record.context_id, counts),
+                *self._optional_puts(record.task_id, dedupe, push_config),
+            ]
+        )
+
+    def apply_status(self, change: StatusChange) -> None:
+        """A state transition: conditional on the state (and turn) it moves from."""
+        status_ts = format_timestamp(change.to_status.timestamp or datetime.now(UTC))
+        new_state = change.to_status.state
+        names = {"#st": "state", "#turn": "turn", "#status": "status"}
+        values: dict[str, Any] = {
+            ":from": s(change.from_state.value),
+            ":to": s(new_state.value),
+            ":status": s(keys.dumps(change.to_status.wire())),
+            ":seq": n(change.seq),
+            ":g3": s(keys.state_partition(change.owner, new_state)),
+            ":gsk": s(keys.index_sort_key(status_ts, change.task_id)),
+            ":turn": n(change.turn),
+        }
+        sets = [
+            "#st = :to",
+            "#status = :status",
+            "statusSeq = :seq",
+            "g3pk = :g3",
+            f"{keys.INDEX_SORT} = :gsk",
+            "#turn = :turn",
+        ]
+        if change.execution is not None:
+            sets.append("#exec = :exec")
+            names["#exec"] = "exec"
+            values[":exec"] = s(change.execution)
+        if change.flow_state is not None:
+            sets.append("flowState = :fs")
+            values[":fs"] = s(keys.dumps(change.flow_state))
+        condition = "#st = :from"
+        if change.expected_turn is not None:
+            condition += " AND #turn = :eturn"
+            values[":eturn"] = n(change.expected_turn)
+        history: list[tuple[str, dict[str, Any]]] = []
+        if change.history_message is not None:
+            # The history index comes from the header read that decided this change; the
+            # condition on it makes a concurrent history append lose cleanly.
+            index = change.history_index
+            sets.append("hcount = :hc")
+            values[":hc"] = n(index)
+            condition += " AND hcount = :hprev"
+            values[":hprev"] = n(index - 1)
+            item = keys.history_item(change.task_id, index, change.history_message)
+            history.append(("history", self._put(item)))
+        header_update = {
+            "Update": {
+                "TableName": self._table,
+                "Key": keys.task_key(change.task_id, keys.HEADER),
+                "UpdateExpression": "SET " + ", ".join(sets),
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+        event_put = self._put(keys.event_item(change.task_id, change.seq, change.event), NEW_ITEM)
+        counters: list[tuple[str, dict[str, Any]]] = []
+        if change.from_state != new_state:
+            counts = {keys.state_counter(change.from_state): -1, keys.state_counter(new_state): 1}
+            counters = self._counter_updates(change.owner, change.context_id, counts)
+        self._transact(
+            [
+                ("header", header_update),
+                ("event", event_put),
+                *history,
+                *self._optional_puts(change.task_id, change.dedupe, change.push_config),
+                *counters,
+            ]
+        )
+
+    def append_event(self, task_id: str, seq: int, event: StreamResponse) -> None:
+        """One event with no state change (artifact chunk, progress status): one put."""
+        try:
+            self._db.put_item(
+                TableName=self._table,
+                Item=self._expiring(keys.event_item(task_id, seq, event)),
+                ConditionExpression=NEW_ITEM,
+            )
+        except self._db.exceptions.ConditionalCheckFailedException as exc:
+            raise ConflictError(f"event {seq} of {task_id} exists", ("event",)) from exc
+
+    def save_flow_state(self, task_id: str, turn: int, flow_state: dict[str, Any]) -> None:
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=keys.task_key(task_id, keys.HEADER),
+                UpdateExpression="SET flowState = :fs",
+                ConditionExpression="#turn = :turn AND #st = :working",
+                ExpressionAttributeNames={"#turn": "turn", "#st": "state"},
+                ExpressionAttributeValues={
+                    ":fs": s(keys.dumps(flow_state)),
+                    ":turn": n(turn),
+                    ":working": s(TaskState.WORKING.value),
+                },
+            )
+        except self._db.exceptions.ConditionalCheckFailedException as exc:
+            raise ConflictError("task moved on", ("header",)) from exc
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get_record(self, task_id: str) -> TaskRecord | None:
+        item = self._get(keys.task_key(task_id, keys.HEADER))
+        return keys.record_of(item) if item else None
+
+    def find_dedupe(self, owner: str, message_id: str) -> tuple[str, str] | None:
+        item = self._get(keys.dedupe_key(owner, message_id))
+        return (item["taskId"]["S"], item["hash"]["S"]) if item else None
+
+    def _partition(self, task_id: str, condition: str = "", **values: Any) -> list[dict[str, Any]]:
+        """Every item of a task's partition matching `pk = :pk{condition}`."""
+        return self._query_all(
+            KeyConditionExpression="pk = :pk" + condition,
+            ExpressionAttributeValues={":pk": keys.task_pk(task_id), **values},
+            ConsistentRead=True,
+        )
+
+    def _all_history(self, task_id: str) -> list[dict[str, Any]]:
+        return self._partition(
+            task_id, " AND begins_with(sk, :m)", **{":m": s(keys.HISTORY_PREFIX)}
+        )
+
+    def _recent_history(self, task_id: str, limit: int) -> list[dict[str, Any]]:
+        page = self._db.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :m)",
+            ExpressionAttributeValues={
+                ":pk": keys.task_pk(task_id),
+                ":m": s(keys.HISTORY_PREFIX),
+            },
+            ScanIndexForward=False,
+            Limit=limit,
+            ConsistentRead=True,
+        )
+        return list(reversed(page.get("Items", [])))
+
+    def get_snapshot(self, task_id: str, history_length: int | None) -> TaskSnapshot | None:
+        """Header, events and (recent) history. One query when all history is wanted."""
+        if history_length is None:
+            items = self._partition(task_id)
+            history_items = [i for i in items if keys.is_history(i)]
+        else:
+            # Events sort before the header; history after it.
+            items = self._partition(task_id, " AND sk <= :h", **{":h": s(keys.HEADER)})
+            history_items = self._recent_history(task_id, history_length) if history_length else []
+        header = next((i for i in items if keys.is_header(i)), None)
+        if header is None:
+            return None
+        record = keys.record_of(header)
+        event_items = [i for i in items if keys.is_event(i)]
+        status, artifacts = fold_events((keys.event_of(i) for i in event_items), record.status)
+        return TaskSnapshot(
+            record=record,
+            status=status or record.status,
+            artifacts=artifacts,
+            history=[keys.message_of(i) for i in history_items],
+            seq=keys.seq_of(event_items[-1]) if event_items else 0,
+        )
+
+    def read_history(self, task_id: str, history_length: int | None) -> list[Message]:
+        if history_length == 0:
+            return []
+        items = (
+            self._all_history(task_id)
+            if history_length is None
+            else self._recent_history(task_id, history_length)
+        )
+        return [keys.message_of(i) for i in items]
+
+    def read_artifacts(self, task_id: str) -> list[Artifact]:
+        items = self._query_all(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
+            FilterExpression="kind = :a",
+            ExpressionAttributeValues={
+                ":pk": keys.task_pk(task_id),
+                ":e": s(keys.EVENT_PREFIX),
+                ":a": s("artifact"),
+            },
+            ConsistentRead=True,
+        )
+        _, artifacts = fold_events(keys.event_of(i) for i in items)
+        return artifacts
+
+    def read_events(
+        self, task_id: str, after_seq: int, limit: int = 100
+    ) -> list[tuple[int, StreamResponse]]:
+        page = self._db.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :to",
+            ExpressionAttributeValues={
+                ":pk": keys.task_pk(task_id),
+                ":from": s(keys.event_sk(after_seq + 1)),
+                ":to": s(keys.event_sk(keys.LAST_SEQ)),
+            },
+            Limit=limit,
+            ConsistentRead=True,
+        )
+        return [(keys.seq_of(i), keys.event_of(i)) for i in page.get("Items", [])]
+
+    def last_seq(self, task_id: str) -> int:
+        page = self._db.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
+            ExpressionAttributeValues={":pk": keys.task_pk(task_id), ":e": s(keys.EVENT_PREFIX)},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+            ProjectionExpression="seq",
+        )
+        items = page.get("Items", [])
+        return keys.seq_of(items[0]) if items else 0
+
+    def task_as_of(self, task_id: str, seq: int) -> Task | None:
+        """The task as a client that had seen events 1..seq would hold it (no history)."""
+        items = self._partition(
+            task_id,
+            " AND sk BETWEEN :first AND :last",
+            **{":first": s(keys.event_sk(0)), ":last": s(keys.event_sk(seq))},
+        )
+        return task_from_events(task_id, [keys.event_of(i) for i in items])
+
+    def get_event_json(self, task_id: str, seq: int) -> bytes | None:
+        """One event as stored: its `StreamResponse` wire JSON (what the stream carries)."""
+        item = self._get(keys.task_key(task_id, keys.event_sk(seq)))
+        return item[keys.EVENT_JSON]["S"].encode() if item else None

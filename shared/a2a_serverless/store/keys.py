@@ -1,0 +1,263 @@
+"""The table's item layout: keys, attribute names and item <-> model conversions.
+
+The one place that knows how a task, its events, history, push configs, counters and send
+retry records sit in the single table (see template.yaml `TasksTable`):
+
+- `T#{taskId}`: the header `H`, events `E#{seq:010d}`, history `M#{n:06d}`, push configs
+  `P#{configId}`. Events sort before the header ("E#" < "H"); history after it.
+- `O#{owner}`: the ListTasks counters, `N#{shard}` per owner and `X#{contextId}` per context.
+- `D#{owner}#{messageId}` / `D`: the SendMessage retry record.
+- Three sparse GSIs (`g1pk` owner, `g2pk` owner#context, `g3pk` owner#state; sort key `gsk`
+  = status timestamp#taskId) order an owner's tasks by status time.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from a2a_serverless.models import (
+    Message,
+    StreamResponse,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+)
+from a2a_serverless.store.base import InvalidPageToken, ListQuery, TaskRecord
+
+TASK_PREFIX = "T#"
+HEADER = "H"
+EVENT_PREFIX = "E#"
+HISTORY_PREFIX = "M#"
+PUSH_PREFIX = "P#"
+OWNER_PREFIX = "O#"
+OWNER_SHARD_PREFIX = "N#"
+CONTEXT_COUNTER_PREFIX = "X#"
+DEDUPE_PREFIX = "D#"
+DEDUPE_SK = "D"
+OWNER_COUNTER_SHARDS = 8
+LAST_SEQ = 9_999_999_999  # the largest seq an event sort key holds
+
+INDEX_BY_OWNER = "byOwner"
+INDEX_BY_CONTEXT = "byOwnerContext"
+INDEX_BY_STATE = "byOwnerState"
+INDEX_PARTITION = {INDEX_BY_OWNER: "g1pk", INDEX_BY_CONTEXT: "g2pk", INDEX_BY_STATE: "g3pk"}
+INDEX_SORT = "gsk"
+
+EVENT_JSON = "ev"  # an event item's StreamResponse wire JSON (what streams and webhooks carry)
+EXPIRES = "expiresAt"  # the table's TTL attribute
+MAX_TOKEN_PART = 512
+
+
+def s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def task_pk(task_id: str) -> dict[str, str]:
+    return s(f"{TASK_PREFIX}{task_id}")
+
+
+def event_sk(seq: int) -> str:
+    return f"{EVENT_PREFIX}{seq:010d}"
+
+
+def history_sk(index: int) -> str:
+    return f"{HISTORY_PREFIX}{index:06d}"
+
+
+def task_key(task_id: str, sk: str) -> dict[str, Any]:
+    return {"pk": task_pk(task_id), "sk": s(sk)}
+
+
+def push_key(task_id: str, config_id: str) -> dict[str, Any]:
+    return task_key(task_id, f"{PUSH_PREFIX}{config_id}")
+
+
+def dedupe_key(owner: str, message_id: str) -> dict[str, Any]:
+    return {"pk": s(f"{DEDUPE_PREFIX}{owner}#{message_id}"), "sk": s(DEDUPE_SK)}
+
+
+def owner_pk(owner: str) -> dict[str, str]:
+    return s(f"{OWNER_PREFIX}{owner}")
+
+
+def context_counter_sk(context_id: str) -> str:
+    return f"{CONTEXT_COUNTER_PREFIX}{context_id}"
+
+
+def state_counter(state: TaskState) -> str:
+    """The counter attribute of the tasks in `state`."""
+    return "st_" + state.name
+
+
+def index_sort_key(status_ts: str, task_id: str) -> str:
+    return f"{status_ts}#{task_id}"
+
+
+def state_partition(owner: str, state: TaskState) -> str:
+    return f"{owner}#{state.value}"
+
+
+def context_partition(owner: str, context_id: str) -> str:
+    return f"{owner}#{context_id}"
+
+
+def index_for(query: ListQuery) -> tuple[str, str, str | None]:
+    """(index, partition value, extra state filter) for a list query."""
+    if query.context_id is not None:
+        state_filter = query.state.value if query.state else None
+        return INDEX_BY_CONTEXT, context_partition(query.owner, query.context_id), state_filter
+    if query.state is not None:
+        return INDEX_BY_STATE, state_partition(query.owner, query.state), None
+    return INDEX_BY_OWNER, query.owner, None
+
+
+# -- items -----------------------------------------------------------------------------------
+
+
+def event_item(task_id: str, seq: int, event: StreamResponse) -> dict[str, Any]:
+    kind = "status" if event.status_update is not None else "artifact"
+    return {
+        **task_key(task_id, event_sk(seq)),
+        "seq": n(seq),
+        "kind": s(kind),
+        EVENT_JSON: s(dumps(event.wire())),
+    }
+
+
+def history_item(task_id: str, index: int, message: Message) -> dict[str, Any]:
+    return {**task_key(task_id, history_sk(index)), "msg": s(dumps(message.wire()))}
+
+
+def push_item(config: TaskPushNotificationConfig) -> dict[str, Any]:
+    item = {**push_key(config.task_id or "", config.id or ""), "cfg": s(dumps(config.wire()))}
+    if config.payload_version != "1.0":
+        item["fmt"] = s(config.payload_version)
+    return item
+
+
+def is_header(item: Mapping[str, Any]) -> bool:
+    return bool(item["sk"]["S"] == HEADER)
+
+
+def is_event(item: Mapping[str, Any]) -> bool:
+    return bool(item["sk"]["S"].startswith(EVENT_PREFIX))
+
+
+def is_history(item: Mapping[str, Any]) -> bool:
+    return bool(item["sk"]["S"].startswith(HISTORY_PREFIX))
+
+
+def event_of(item: Mapping[str, Any]) -> StreamResponse:
+    return StreamResponse.model_validate_json(item[EVENT_JSON]["S"])
+
+
+def seq_of(item: Mapping[str, Any]) -> int:
+    return int(item["seq"]["N"])
+
+
+def message_of(item: Mapping[str, Any]) -> Message:
+    return Message.model_validate_json(item["msg"]["S"])
+
+
+def push_config_of(item: Mapping[str, Any]) -> TaskPushNotificationConfig:
+    config = TaskPushNotificationConfig.model_validate_json(item["cfg"]["S"])
+    return config.for_payload_version(item["fmt"]["S"]) if "fmt" in item else config
+
+
+def record_of(item: Mapping[str, Any]) -> TaskRecord:
+    """A header item (or its index projection) as a TaskRecord."""
+    return TaskRecord(
+        task_id=item["taskId"]["S"],
+        context_id=item["contextId"]["S"],
+        owner=item["owner"]["S"],
+        state=TaskState(item["state"]["S"]),
+        status=TaskStatus.model_validate_json(item["status"]["S"]),
+        status_seq=int(item.get("statusSeq", {"N": "0"})["N"]),
+        turn=int(item.get("turn", {"N": "0"})["N"]),
+        execution=item.get("exec", {}).get("S", ""),
+        flow_state=json.loads(item["flowState"]["S"]) if "flowState" in item else {},
+        metadata=json.loads(item["meta"]["S"]) if "meta" in item else None,
+        history_count=int(item.get("hcount", {"N": "0"})["N"]),
+        created_at=item.get("createdAt", {}).get("S", ""),
+    )
+
+
+def stream_event(image: Mapping[str, Any]) -> tuple[str, int, bytes] | None:
+    """(task id, seq, event wire JSON) of a stream record's NewImage, or None when the item
+    is not an event. `image` is deserialized (plain values, as Powertools'
+    `DynamoDBRecord.dynamodb.new_image` gives it)."""
+    pk, sk, body = image.get("pk"), image.get("sk"), image.get(EVENT_JSON)
+    if not (isinstance(pk, str) and isinstance(sk, str) and isinstance(body, str)):
+        return None
+    if not (pk.startswith(TASK_PREFIX) and sk.startswith(EVENT_PREFIX)):
+        return None
+    return pk.removeprefix(TASK_PREFIX), int(sk.removeprefix(EVENT_PREFIX)), body.encode()
+
+
+# -- page tokens -----------------------------------------------------------------------------
+
+
+def cursor_of(item: Mapping[str, Any]) -> dict[str, str]:
+    """The index position of a listed header (what a page token carries)."""
+    return {"k": item[INDEX_SORT]["S"], "id": item["taskId"]["S"]}
+
+
+def encode_page_token(cursor: Mapping[str, str]) -> str:
+    raw = json.dumps(dict(cursor), separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_page_token(token: str) -> dict[str, str]:
+    """The index position in a token; InvalidPageToken when it is not one we issued."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        cursor = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise InvalidPageToken("is not a token issued by this server") from None
+    if (
+        not isinstance(cursor, dict)
+        or set(cursor) != {"k", "id"}
+        or not all(isinstance(v, str) and 0 < len(v) <= MAX_TOKEN_PART for v in cursor.values())
+    ):
+        raise InvalidPageToken("is not a token issued by this server")
+    return cursor
+
+
+def start_key(query: ListQuery, cursor: Mapping[str, str]) -> dict[str, Any]:
+    """The ExclusiveStartKey of a page: rebuilt inside the caller's own index partition, so a
+    token (forged or another owner's) cannot reach other owners' tasks."""
+    index, partition, _ = index_for(query)
+    return {
+        **task_key(cursor["id"], HEADER),
+        INDEX_PARTITION[index]: s(partition),
+        INDEX_SORT: s(cursor["k"]),
+    }
+
+
+# -- webhook delivery state (attributes of a push config item) -----------------------------
+
+
+def is_parked(item: Mapping[str, Any]) -> bool:
+    """Whether the config's deliveries go through the ordered retry queue."""
+    return bool(item.get("parked", {}).get("BOOL", False))
+
+
+def failures_of(item: Mapping[str, Any]) -> int:
+    return int(item.get("failures", {}).get("N", "0"))
+
+
+def queued_through_of(item: Mapping[str, Any]) -> int | None:
+    queued = item.get("queuedThrough", {}).get("N")
+    return int(queued) if queued is not None else None

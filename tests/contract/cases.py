@@ -1,0 +1,394 @@
+"""The store contract: what every TaskStore (tests/fakes.py and the DynamoDB one) must do.
+
+Test functions over a `store` fixture, imported by tests/unit/test_store_contract.py (the fake,
+unit speed) and tests/integration/test_store_contract.py (DynamoDB on the template's table in
+moto). Every test uses fresh ids, so one table can serve a whole module.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from a2a_serverless.models import (
+    Artifact,
+    Message,
+    Part,
+    StreamResponse,
+    TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a_serverless.store import (
+    ConflictError,
+    Dedupe,
+    InvalidPageToken,
+    ListQuery,
+    StatusChange,
+    TaskRecord,
+    TaskStore,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def message(text: str, task_id: str | None = None) -> Message:
+    return Message(message_id=uid("m"), role="user", parts=[Part(text=text)], task_id=task_id)
+
+
+def status_event(task_id: str, context_id: str, status: TaskStatus) -> StreamResponse:
+    return StreamResponse(
+        status_update=TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
+    )
+
+
+def chunk(task_id: str, text: str, append: bool, artifact_id: str = "a1") -> StreamResponse:
+    artifact = Artifact(artifact_id=artifact_id, parts=[Part(text=text)])
+    return StreamResponse(
+        artifact_update=TaskArtifactUpdateEvent(
+            task_id=task_id, context_id="ctx", artifact=artifact, append=append
+        )
+    )
+
+
+def create(
+    store: TaskStore,
+    owner: str,
+    context_id: str = "ctx",
+    at: datetime = T0,
+    dedupe: Dedupe | None = None,
+    push: TaskPushNotificationConfig | None = None,
+    task_id: str | None = None,
+) -> TaskRecord:
+    task_id = task_id or uid("task")
+    status = TaskStatus(state=TaskState.SUBMITTED, timestamp=at)
+    # status seq 1, turn 1
+    record = TaskRecord(
+        task_id, context_id, owner, TaskState.SUBMITTED, status, 1, 1, "", {}, {"k": "v"}
+    )
+    store.create_task(
+        record, message("hello", task_id), status_event(task_id, context_id, status), dedupe, push
+    )
+    return record
+
+
+def move(
+    store: TaskStore,
+    record: TaskRecord,
+    to: TaskState,
+    seq: int,
+    at: datetime = T0,
+    **extra: Any,
+) -> TaskStatus:
+    status = TaskStatus(state=to, timestamp=at)
+    store.apply_status(
+        StatusChange(
+            task_id=record.task_id,
+            owner=record.owner,
+            context_id=record.context_id,
+            from_state=extra.pop("from_state", record.state),
+            to_status=status,
+            seq=seq,
+            turn=extra.pop("turn", record.turn),
+            event=status_event(record.task_id, record.context_id, status),
+            **extra,
+        )
+    )
+    record.state = to
+    return status
+
+
+def config(task_id: str, config_id: str, url: str = "https://example.com/hook") -> Any:
+    return TaskPushNotificationConfig(id=config_id, task_id=task_id, url=url, token="tok")
+
+
+# -- task log --------------------------------------------------------------------------------
+
+
+def test_create_then_read_record_and_snapshot(store: TaskStore) -> None:
+    record = create(store, uid("owner"))
+    got = store.get_record(record.task_id)
+    assert got is not None
+    assert (got.owner, got.context_id, got.state, got.turn) == (
+        record.owner,
+        "ctx",
+        TaskState.SUBMITTED,
+        1,
+    )
+    assert got.metadata == {"k": "v"} and got.history_count == 1 and got.created_at
+    snapshot = store.get_snapshot(record.task_id, None)
+    assert snapshot is not None
+    assert snapshot.seq == 1 and snapshot.status.state is TaskState.SUBMITTED
+    assert [m.parts[0].text for m in snapshot.history] == ["hello"]
+    assert store.get_record(uid("missing")) is None
+    assert store.get_snapshot(uid("missing"), None) is None
+
+
+def test_create_twice_conflicts_on_header(store: TaskStore) -> None:
+    record = create(store, uid("owner"))
+    with pytest.raises(ConflictError) as raised:
+        create(store, record.owner, task_id=record.task_id)
+    assert "header" in raised.value.failed
+
+
+def test_dedupe_record_is_found_and_unique(store: TaskStore) -> None:
+    owner = uid("owner")
+    dedupe = Dedupe(owner=owner, message_id=uid("msg"), content_hash="h1")
+    record = create(store, owner, dedupe=dedupe)
+    assert store.find_dedupe(owner, dedupe.message_id) == (record.task_id, "h1")
+    assert store.find_dedupe(uid("other"), dedupe.message_id) is None
+    with pytest.raises(ConflictError) as raised:
+        create(store, owner, dedupe=dedupe)
+    assert raised.value.failed == ("dedupe",)
+    assert store.find_dedupe(owner, dedupe.message_id) == (record.task_id, "h1")
+
+
+def test_apply_status_moves_state_and_is_conditional(store: TaskStore) -> None:
+    record = create(store, uid("owner"))
+    move(store, record, TaskState.WORKING, 2, execution="exec-1", flow_state={"step": 1})
+    got = store.get_record(record.task_id)
+    assert got is not None
+    assert (got.state, got.status_seq, got.execution, got.flow_state) == (
+        TaskState.WORKING,
+        2,
+        "exec-1",
+        {"step": 1},
+    )
+    # From a state it is no longer in: the header condition fails, nothing is written.
+    with pytest.raises(ConflictError) as raised:
+        move(store, record, TaskState.COMPLETED, 3, from_state=TaskState.SUBMITTED)
+    assert raised.value.failed == ("header",)
+    assert store.last_seq(record.task_id) == 2
+    # A wrong turn fails the same way.
+    with pytest.raises(ConflictError) as raised:
+        move(store, record, TaskState.COMPLETED, 3, expected_turn=7)
+    assert raised.value.failed == ("header",)
+    # An event seq already taken fails on the event.
+    with pytest.raises(ConflictError) as raised:
+        move(store, record, TaskState.COMPLETED, 2)
+    assert raised.value.failed == ("event",)
+    move(store, record, TaskState.COMPLETED, 3, expected_turn=1)
+    assert store.get_record(record.task_id).state is TaskState.COMPLETED  # type: ignore[union-attr]
+
+
+def test_history_append_is_conditional_on_the_count(store: TaskStore) -> None:
+    record = create(store, uid("owner"))
+    move(store, record, TaskState.INPUT_REQUIRED, 2)
+    with pytest.raises(ConflictError) as raised:  # index 3 while the count is 1
+        move(store, record, TaskState.WORKING, 3, history_message=message("x"), history_index=3)
+    assert raised.value.failed == ("header",)
+    move(store, record, TaskState.WORKING, 3, history_message=message("again"), history_index=2)
+    assert store.get_record(record.task_id).history_count == 2  # type: ignore[union-attr]
+    assert [m.parts[0].text for m in store.read_history(record.task_id, None)] == [
+        "hello",
+        "again",
+    ]
+    assert [m.parts[0].text for m in store.read_history(record.task_id, 1)] == ["again"]
+    assert store.read_history(record.task_id, 0) == []
+
+
+def test_events_in_order_and_seq_conflicts(store: TaskStore) -> None:
+    record = create(store, uid("owner"))
+    move(store, record, TaskState.WORKING, 2)
+    for seq, (text, append) in enumerate([("a", False), ("b", True), ("c", True)], start=3):
+        store.append_event(record.task_id, seq, chunk(record.task_id, text, append))
+    with pytest.raises(ConflictError) as raised:
+        store.append_event(record.task_id, 4, chunk(record.task_id, "dup", True))
+    assert raised.value.failed == ("event",)
+    assert store.last_seq(record.task_id) == 5
+    assert [seq for seq, _ in store.read_events(record.task_id, 0)] == [1, 2, 3, 4, 5]
+    assert [seq for seq, _ in store.read_events(record.task_id, 2, limit=2)] == [3, 4]
+    assert store.read_events(record.task_id, 5) == []
+    (artifact,) = store.read_artifacts(record.task_id)
+    assert [p.text for p in artifact.parts] == ["a", "b", "c"]
+    stored = store.get_event_json(record.task_id, 3)
+    assert stored is not None
+    assert StreamResponse.model_validate_json(stored) == chunk(record.task_id, "a", False)
+    assert store.get_event_json(record.task_id, 99) is None
+    assert store.last_seq(uid("missing")) == 0
+
+
+def test_snapshot_folds_events_and_limits_history(store: TaskStore) -> None:
+    record = create(store, uid("owner"))
+    move(store, record, TaskState.WORKING, 2)
+    store.append_event(record.task_id, 3, chunk(record.task_id, "one", False))
+    store.append_event(record.task_id, 4, chunk(record.task_id, "two", False))  # replaces
+    move(store, record, TaskState.COMPLETED, 5)
+    for history_length, texts in ((None, ["hello"]), (0, []), (5, ["hello"])):
+        snapshot = store.get_snapshot(record.task_id, history_length)
+        assert snapshot is not None
+        assert snapshot.seq == 5 and snapshot.status.state is TaskState.COMPLETED
+        assert [p.text for a in snapshot.artifacts for p in a.parts] == ["two"]
+        assert [m.parts[0].text for m in snapshot.history] == texts
+    as_of = store.task_as_of(record.task_id, 3)
+    assert as_of is not None and as_of.status.state is TaskState.WORKING
+    assert as_of.context_id == "ctx"
+    assert [p.text for p in as_of.artifacts[0].parts] == ["one"]  # type: ignore[index]
+    assert store.task_as_of(uid("missing"), 3) is None
+
+
+def test_flow_state_saves_only_on_the_working_turn(store: TaskStore) -> None:
+    record = create(store, uid("owner"))
+    with pytest.raises(ConflictError):  # not working yet
+        store.save_flow_state(record.task_id, 1, {"x": 1})
+    move(store, record, TaskState.WORKING, 2)
+    store.save_flow_state(record.task_id, 1, {"x": 2})
+    assert store.get_record(record.task_id).flow_state == {"x": 2}  # type: ignore[union-attr]
+    with pytest.raises(ConflictError) as raised:
+        store.save_flow_state(record.task_id, 2, {"x": 3})
+    assert raised.value.failed == ("header",)
+
+
+# -- listing ---------------------------------------------------------------------------------
+
+
+def _tasks(store: TaskStore, owner: str) -> list[TaskRecord]:
+    """Five tasks a minute apart: contexts c0/c1 alternating, the last two completed."""
+    records = [
+        create(store, owner, context_id=f"c{i % 2}", at=T0 + timedelta(minutes=i)) for i in range(5)
+    ]
+    for record in records[3:]:
+        move(store, record, TaskState.COMPLETED, 2, at=T0 + timedelta(minutes=10))
+    return records
+
+
+def _ids(store: TaskStore, query: ListQuery) -> list[str]:
+    records, _ = store.list_tasks(query)
+    return [r.task_id for r in records]
+
+
+def test_listing_filters_and_counts(store: TaskStore) -> None:
+    owner = uid("owner")
+    records = _tasks(store, owner)
+    create(store, uid("other"))
+    ids = [r.task_id for r in records]
+    newest_first = [ids[4], ids[3], ids[2], ids[1], ids[0]]
+    # Equal status times order by task id (descending).
+    newest_first[:2] = sorted(newest_first[:2], reverse=True)
+    cases = [
+        (ListQuery(owner=owner), newest_first),
+        (ListQuery(owner=owner, context_id="c0"), [i for i in newest_first if i in ids[::2]]),
+        (ListQuery(owner=owner, state=TaskState.SUBMITTED), [ids[2], ids[1], ids[0]]),
+        (
+            ListQuery(owner=owner, context_id="c1", state=TaskState.SUBMITTED),
+            [ids[1]],
+        ),
+        (ListQuery(owner=owner, status_after=T0 + timedelta(minutes=1)), [*newest_first[:3]]),
+        (ListQuery(owner=owner, context_id="none"), []),
+    ]
+    for query, expected in cases:
+        assert _ids(store, query) == expected, query
+        assert store.count_tasks(query) == len(expected), query
+
+
+def test_listing_pages_with_opaque_tokens(store: TaskStore) -> None:
+    owner = uid("owner")
+    _tasks(store, owner)
+    everything = _ids(store, ListQuery(owner=owner))
+    seen: list[str] = []
+    token = None
+    pages = 0
+    while True:
+        records, token = store.list_tasks(ListQuery(owner=owner, page_size=2, page_token=token))
+        seen += [r.task_id for r in records]
+        pages += 1
+        if token is None:
+            break
+        assert isinstance(token, str) and owner not in token
+    assert seen == everything and pages == 3
+
+
+def test_bad_page_tokens_are_rejected(store: TaskStore) -> None:
+    owner = uid("owner")
+    _tasks(store, owner)
+    for token in ("not base64!", "bm90IGpzb24", "e30"):  # garbage, "not json", "{}"
+        with pytest.raises(InvalidPageToken):
+            store.list_tasks(ListQuery(owner=owner, page_token=token))
+
+
+def test_another_owners_token_never_yields_their_tasks(store: TaskStore) -> None:
+    alice, bob = uid("alice"), uid("bob")
+    bob_ids = {r.task_id for r in _tasks(store, bob)}
+    alice_ids = {r.task_id for r in _tasks(store, alice)}
+    _, bob_token = store.list_tasks(ListQuery(owner=bob, page_size=1))
+    assert bob_token is not None
+    try:
+        records, _ = store.list_tasks(ListQuery(owner=alice, page_size=10, page_token=bob_token))
+    except InvalidPageToken:
+        return
+    got = {r.task_id for r in records}
+    assert not got & bob_ids and got <= alice_ids
+
+
+# -- push configs and delivery state ---------------------------------------------------------
+
+
+def test_push_config_crud(store: TaskStore) -> None:
+    task_id = uid("task")
+    first, second = config(task_id, "c1"), config(task_id, "c2", "https://example.com/2")
+    store.put_push_config(first)
+    store.put_push_config(second.for_payload_version("0.3"))
+    assert store.get_push_config(task_id, "c1") == first
+    assert store.get_push_config(task_id, "c2").payload_version == "0.3"  # type: ignore[union-attr]
+    listed = store.list_push_configs(task_id)
+    assert sorted((c.id, parked) for c, parked in listed) == [("c1", False), ("c2", False)]
+    store.put_push_config(config(task_id, "c1", "https://example.com/new"))
+    assert store.get_push_config(task_id, "c1").url == "https://example.com/new"  # type: ignore[union-attr]
+    store.delete_push_config(task_id, "c1")
+    assert store.get_push_config(task_id, "c1") is None
+    assert [c.id for c, _ in store.list_push_configs(task_id)] == ["c2"]
+    assert store.list_push_configs(uid("none")) == []
+
+
+def test_inline_push_config_is_written_with_the_task(store: TaskStore) -> None:
+    task_id = uid("task")
+    create(store, uid("owner"), task_id=task_id, push=config(task_id, "inline"))
+    assert store.get_push_config(task_id, "inline") == config(task_id, "inline")
+
+
+def test_delivery_park_queue_unpark_and_failures(store: TaskStore) -> None:
+    task_id = uid("task")
+    store.put_push_config(config(task_id, "c"))
+    delivery = store.get_push_delivery(task_id, "c")
+    assert delivery is not None and (delivery.failures, delivery.queued_through) == (0, None)
+    assert store.queue_behind(task_id, "c", 4) is False  # not parked: deliver directly
+
+    store.park_push_config(task_id, "c", 3)
+    assert store.list_push_configs(task_id)[0][1] is True
+    assert store.queue_behind(task_id, "c", 4) is True
+    assert store.queue_behind(task_id, "c", 4) is True  # a retried batch: queued again
+    assert store.get_push_delivery(task_id, "c").queued_through == 4  # type: ignore[union-attr]
+    assert store.count_push_failure(task_id, "c") == 1
+    assert store.count_push_failure(task_id, "c") == 2
+    store.reset_push_failures(task_id, "c")
+    assert store.get_push_delivery(task_id, "c").failures == 0  # type: ignore[union-attr]
+
+    assert store.unpark_if_drained(task_id, "c", 3) is False  # 4 is still queued
+    assert store.count_push_failure(task_id, "c") == 1
+    assert store.unpark_if_drained(task_id, "c", 4) is True
+    delivery = store.get_push_delivery(task_id, "c")
+    assert delivery is not None and (delivery.failures, delivery.queued_through) == (0, None)
+    assert store.list_push_configs(task_id)[0][1] is False
+    assert store.queue_behind(task_id, "c", 5) is False
+
+
+def test_delivery_state_of_a_deleted_config(store: TaskStore) -> None:
+    task_id = uid("task")
+    store.put_push_config(config(task_id, "c"))
+    store.delete_push_config(task_id, "c")
+    store.park_push_config(task_id, "c", 1)  # stays deleted
+    assert store.get_push_delivery(task_id, "c") is None
+    assert store.queue_behind(task_id, "c", 2) is False
+    assert store.unpark_if_drained(task_id, "c", 1) is False
+    assert store.count_push_failure(task_id, "c") is None
+    store.reset_push_failures(task_id, "c")
+    assert store.get_push_config(task_id, "c") is None

@@ -1,0 +1,374 @@
+"""An in-memory TaskStore for unit tests: the four store interfaces on dicts.
+
+Test code only (production has one store, DynamoDB). It keeps the semantics the contract tests
+(tests/contract/cases.py) pin for both: conditional writes raise ConflictError
+naming the failed items, reads return copies, page tokens are opaque and validated.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from a2a_serverless import models
+from a2a_serverless.store import (
+    ConflictError,
+    Dedupe,
+    InvalidPageToken,
+    ListQuery,
+    PushDelivery,
+    StatusChange,
+    TaskRecord,
+    TaskSnapshot,
+)
+from a2a_serverless.store.fold import fold_events, task_from_events
+
+
+def _wire_json(event: models.StreamResponse) -> str:
+    return json.dumps(event.wire(), separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass
+class _Push:
+    """A stored config (as wire JSON + payload version, like the table) and its queue state."""
+
+    config_json: str
+    payload_version: str
+    parked: bool = False
+    queued_through: int | None = None
+    failures: int = 0
+
+    def config(self) -> models.TaskPushNotificationConfig:
+        config = models.TaskPushNotificationConfig.model_validate_json(self.config_json)
+        return config.for_payload_version(self.payload_version)
+
+
+@dataclass
+class _Task:
+    record: TaskRecord
+    status_ts: str  # the listing order: formatted status timestamp, then task id
+    events: dict[int, str] = field(default_factory=dict)  # seq -> wire JSON
+    history: dict[int, str] = field(default_factory=dict)  # index -> wire JSON
+
+
+def _push(config: models.TaskPushNotificationConfig) -> _Push:
+    return _Push(json.dumps(config.wire()), config.payload_version)
+
+
+def _status_ts(status: models.TaskStatus) -> str:
+    return models.format_timestamp(status.timestamp or datetime.now(UTC))
+
+
+class InMemoryTaskStore:
+    """TaskLogStore + TaskListing + PushConfigStore + DeliveryStateStore in memory."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # one "transaction" at a time, like conditional writes
+        self.tasks: dict[str, _Task] = {}
+        self.dedupes: dict[tuple[str, str], tuple[str, str]] = {}
+        self.pushes: dict[tuple[str, str], _Push] = {}
+
+    # -- task log --------------------------------------------------------------------------
+
+    def create_task(
+        self,
+        record: TaskRecord,
+        message: models.Message,
+        event: models.StreamResponse,
+        dedupe: Dedupe | None,
+        push_config: models.TaskPushNotificationConfig | None = None,
+    ) -> None:
+        with self._lock:
+            failed = []
+            if record.task_id in self.tasks:
+                failed += ["header", "event"]
+            if dedupe is not None and (dedupe.owner, dedupe.message_id) in self.dedupes:
+                failed.append("dedupe")
+            if failed:
+                raise ConflictError(f"condition failed on {', '.join(failed)}", tuple(failed))
+            status_ts = _status_ts(record.status)
+            stored = copy.deepcopy(record)
+            stored.history_count = 1
+            stored.created_at = record.created_at or status_ts
+            stored.metadata = record.metadata or None
+            task = _Task(stored, status_ts)
+            task.events[record.status_seq] = _wire_json(event)
+            task.history[1] = json.dumps(message.wire())
+            self.tasks[record.task_id] = task
+            self._write_extras(record.task_id, dedupe, push_config)
+
+    def _write_extras(
+        self,
+        task_id: str,
+        dedupe: Dedupe | None,
+        push_config: models.TaskPushNotificationConfig | None,
+    ) -> None:
+        if dedupe is not None:
+            self.dedupes[(dedupe.owner, dedupe.message_id)] = (task_id, dedupe.content_hash)
+        if push_config is not None:
+            self.pushes[(task_id, push_config.id or "")] = _push(push_config)
+
+    def apply_status(self, change: StatusChange) -> None:
+        with self._lock:
+            task = self.tasks.get(change.task_id)
+            record = task.record if task else None
+            failed = []
+            if (
+                record is None
+                or record.state != change.from_state
+                or (change.expected_turn is not None and record.turn != change.expected_turn)
+                or (
+                    change.history_message is not None
+                    and record.history_count != change.history_index - 1
+                )
+            ):
+                failed.append("header")
+            if task is not None and change.seq in task.events:
+                failed.append("event")
+            if (
+                change.dedupe is not None
+                and (change.dedupe.owner, change.dedupe.message_id) in self.dedupes
+            ):
+                failed.append("dedupe")
+            if failed:
+                raise ConflictError(f"condition failed on {', '.join(failed)}", tuple(failed))
+            assert task is not None and record is not None
+            record.state = change.to_status.state
+            record.status = change.to_status.model_copy(deep=True)
+            record.status_seq = change.seq
+            record.turn = change.turn
+            task.status_ts = _status_ts(change.to_status)
+            if change.execution is not None:
+                record.execution = change.execution
+            if change.flow_state is not None:
+                record.flow_state = copy.deepcopy(change.flow_state)
+            if change.history_message is not None:
+                record.history_count = change.history_index
+                task.history[change.history_index] = json.dumps(change.history_message.wire())
+            task.events[change.seq] = _wire_json(change.event)
+            self._write_extras(change.task_id, change.dedupe, change.push_config)
+
+    def append_event(self, task_id: str, seq: int, event: models.StreamResponse) -> None:
+        with self._lock:
+            task = self.tasks.get(task_id)
+            if task is None:
+                # The table would store an orphan event; nothing reads one without a header.
+                task = self.tasks.setdefault(task_id, _Task(_orphan(task_id), ""))
+            if seq in task.events:
+                raise ConflictError(f"event {seq} of {task_id} exists", ("event",))
+            task.events[seq] = _wire_json(event)
+
+    def save_flow_state(self, task_id: str, turn: int, flow_state: dict[str, Any]) -> None:
+        with self._lock:
+            task = self.tasks.get(task_id)
+            if (
+                task is None
+                or task.record.turn != turn
+                or task.record.state != models.TaskState.WORKING
+            ):
+                raise ConflictError("task moved on", ("header",))
+            task.record.flow_state = copy.deepcopy(flow_state)
+
+    def _task(self, task_id: str) -> _Task | None:
+        task = self.tasks.get(task_id)
+        return task if task is not None and task.status_ts else None
+
+    def get_record(self, task_id: str) -> TaskRecord | None:
+        task = self._task(task_id)
+        return copy.deepcopy(task.record) if task else None
+
+    def find_dedupe(self, owner: str, message_id: str) -> tuple[str, str] | None:
+        return self.dedupes.get((owner, message_id))
+
+    def _events(
+        self, task_id: str, first: int = 0, last: int | None = None
+    ) -> list[models.StreamResponse]:
+        task = self.tasks.get(task_id)
+        if task is None:
+            return []
+        return [
+            models.StreamResponse.model_validate_json(body)
+            for seq, body in sorted(task.events.items())
+            if first <= seq and (last is None or seq <= last)
+        ]
+
+    def get_snapshot(self, task_id: str, history_length: int | None) -> TaskSnapshot | None:
+        task = self._task(task_id)
+        if task is None:
+            return None
+        record = copy.deepcopy(task.record)
+        status, artifacts = fold_events(self._events(task_id), record.status)
+        return TaskSnapshot(
+            record=record,
+            status=status or record.status,
+            artifacts=artifacts,
+            history=self.read_history(task_id, history_length),
+            seq=max(task.events, default=0),
+        )
+
+    def read_events(
+        self, task_id: str, after_seq: int, limit: int = 100
+    ) -> list[tuple[int, models.StreamResponse]]:
+        task = self.tasks.get(task_id)
+        if task is None:
+            return []
+        seqs = sorted(seq for seq in task.events if seq > after_seq)[:limit]
+        return [(seq, models.StreamResponse.model_validate_json(task.events[seq])) for seq in seqs]
+
+    def last_seq(self, task_id: str) -> int:
+        task = self.tasks.get(task_id)
+        return max(task.events, default=0) if task else 0
+
+    def read_artifacts(self, task_id: str) -> list[models.Artifact]:
+        _, artifacts = fold_events(e for e in self._events(task_id) if e.status_update is None)
+        return artifacts
+
+    def read_history(self, task_id: str, history_length: int | None) -> list[models.Message]:
+        task = self.tasks.get(task_id)
+        if task is None or history_length == 0:
+            return []
+        bodies = [body for _, body in sorted(task.history.items())]
+        if history_length is not None:
+            bodies = bodies[-history_length:]
+        return [models.Message.model_validate_json(body) for body in bodies]
+
+    def task_as_of(self, task_id: str, seq: int) -> models.Task | None:
+        return task_from_events(task_id, self._events(task_id, 0, seq))
+
+    def get_event_json(self, task_id: str, seq: int) -> bytes | None:
+        task = self.tasks.get(task_id)
+        body = task.events.get(seq) if task else None
+        return body.encode() if body is not None else None
+
+    # -- listing ---------------------------------------------------------------------------
+
+    def _matching(self, query: ListQuery) -> list[_Task]:
+        after = models.format_timestamp(query.status_after) if query.status_after else None
+        found = [
+            task
+            for task in self.tasks.values()
+            if task.status_ts
+            and task.record.owner == query.owner
+            and (query.context_id is None or task.record.context_id == query.context_id)
+            and (query.state is None or task.record.state == query.state)
+            and (after is None or task.status_ts > after)
+        ]
+        return sorted(found, key=lambda t: (t.status_ts, t.record.task_id), reverse=True)
+
+    def list_tasks(self, query: ListQuery) -> tuple[list[TaskRecord], str | None]:
+        tasks = self._matching(query)
+        if query.page_token:
+            position = _decode_token(query.page_token)
+            tasks = [t for t in tasks if (t.status_ts, t.record.task_id) < position]
+        page = tasks[: query.page_size]
+        token = None
+        if len(tasks) > query.page_size and page:
+            token = _encode_token((page[-1].status_ts, page[-1].record.task_id))
+        return [copy.deepcopy(t.record) for t in page], token
+
+    def count_tasks(self, query: ListQuery) -> int:
+        return len(self._matching(query))
+
+    # -- push configs ----------------------------------------------------------------------
+
+    def put_push_config(self, config: models.TaskPushNotificationConfig) -> None:
+        self.pushes[(config.task_id or "", config.id or "")] = _push(config)
+
+    def get_push_config(
+        self, task_id: str, config_id: str
+    ) -> models.TaskPushNotificationConfig | None:
+        found = self.pushes.get((task_id, config_id))
+        return found.config() if found else None
+
+    def list_push_configs(
+        self, task_id: str
+    ) -> list[tuple[models.TaskPushNotificationConfig, bool]]:
+        return [
+            (push.config(), push.parked)
+            for (tid, _), push in sorted(self.pushes.items())
+            if tid == task_id
+        ]
+
+    def delete_push_config(self, task_id: str, config_id: str) -> None:
+        self.pushes.pop((task_id, config_id), None)
+
+    # -- delivery state --------------------------------------------------------------------
+
+    def get_push_delivery(self, task_id: str, config_id: str) -> PushDelivery | None:
+        found = self.pushes.get((task_id, config_id))
+        if found is None:
+            return None
+        return PushDelivery(found.config(), found.failures, found.queued_through)
+
+    def park_push_config(self, task_id: str, config_id: str, seq: int) -> None:
+        with self._lock:
+            found = self.pushes.get((task_id, config_id))
+            if found is not None:
+                found.parked, found.queued_through = True, seq
+
+    def queue_behind(self, task_id: str, config_id: str, seq: int) -> bool:
+        with self._lock:
+            found = self.pushes.get((task_id, config_id))
+            if found is None or not found.parked:
+                return False
+            if found.queued_through is not None and found.queued_through < seq:
+                found.queued_through = seq
+            return True
+
+    def unpark_if_drained(self, task_id: str, config_id: str, seq: int) -> bool:
+        with self._lock:
+            found = self.pushes.get((task_id, config_id))
+            if found is None or not found.parked or found.queued_through != seq:
+                return False
+            found.parked, found.queued_through, found.failures = False, None, 0
+            return True
+
+    def count_push_failure(self, task_id: str, config_id: str) -> int | None:
+        with self._lock:
+            found = self.pushes.get((task_id, config_id))
+            if found is None:
+                return None
+            found.failures += 1
+            return found.failures
+
+    def reset_push_failures(self, task_id: str, config_id: str) -> None:
+        found = self.pushes.get((task_id, config_id))
+        if found is not None:
+            found.failures = 0
+
+
+def _orphan(task_id: str) -> TaskRecord:
+    """A placeholder record for events written before (or without) their task's header."""
+    return TaskRecord(
+        task_id,
+        "",
+        "",
+        models.TaskState.SUBMITTED,
+        models.TaskStatus(state=models.TaskState.SUBMITTED),
+        0,
+        0,
+    )
+
+
+def _encode_token(position: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(position)).encode()).decode().rstrip("=")
+
+
+def _decode_token(token: str) -> tuple[str, str]:
+    try:
+        position = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise InvalidPageToken("is not a token issued by this store") from None
+    if not (
+        isinstance(position, list)
+        and len(position) == 2
+        and all(isinstance(part, str) and part for part in position)
+    ):
+        raise InvalidPageToken("is not a token issued by this store")
+    return position[0], position[1]
