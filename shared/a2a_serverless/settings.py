@@ -78,7 +78,6 @@ class Settings(BaseSettings):
     push_connect_timeout: float = Field(3.0, gt=0)
     push_read_timeout: float = Field(10.0, gt=0)
     aws_endpoint_url: str = Field("", description="Override AWS endpoint (local tools only).")
-    log_level: str = "INFO"
     powertools_metrics_namespace: str = Field(
         "A2AServerless", description="CloudWatch namespace of the functions' EMF metrics."
     )

@@ -6,12 +6,12 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from a2a_serverless.core.card import CardFactory
+from a2a_serverless.core.egress import EgressPolicy
 from a2a_serverless.core.executor import StepFunctionsExecutor
 from a2a_serverless.core.push import PushService
 from a2a_serverless.core.service import A2AService, ModePolicy, WaitPolicy
 from a2a_serverless.core.tail import PollPolicy
 from a2a_serverless.flows.base import Flow, load_flow
-from a2a_serverless.push.ssrf import EgressPolicy
 from a2a_serverless.settings import Settings, get_settings
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
 

@@ -16,8 +16,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from a2a_serverless.core.egress import VettedTarget
 from a2a_serverless.push.delivery import DeliveryResult, post_pinned
-from a2a_serverless.push.ssrf import VettedTarget
 
 HOOK_HOST = "hooks.example"  # made up: reachable only because we connect to the pinned IP
 TOKEN = "tok-6f1b2c-secret"

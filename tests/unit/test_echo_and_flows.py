@@ -6,7 +6,7 @@ import pytest
 
 from a2a_serverless.flows import Flow, Outcome, StepContext, load_flow
 from a2a_serverless.flows.echo import _chunks
-from a2a_serverless.flows.runtime import MAX_CHUNK_CHARS, _split_parts
+from a2a_serverless.flows.emitter import MAX_CHUNK_CHARS, _split_parts
 from a2a_serverless.models import Part
 
 

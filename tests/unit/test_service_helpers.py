@@ -1,4 +1,4 @@
-"""Pure helpers of the core: cursors, media types, retry hashing, execution names."""
+"""Pure helpers of the core: page tokens, media types, retry hashing, execution names."""
 
 from __future__ import annotations
 
@@ -9,13 +9,36 @@ import pytest
 
 from a2a_serverless.core.errors import InvalidParamsError
 from a2a_serverless.core.executor import StepFunctionsExecutor, execution_name
-from a2a_serverless.core.service import _media_match, content_hash, decode_cursor, encode_cursor
-from a2a_serverless.models import Message
+from a2a_serverless.core.query import TaskQueries
+from a2a_serverless.core.send import _media_match, content_hash
+from a2a_serverless.core.tail import PollPolicy
+from a2a_serverless.models import ListTasksRequest, Message
+from a2a_serverless.store import ListQuery, TaskRecord
+from a2a_serverless.store.keys import decode_page_token, encode_page_token
+
+
+class _TokenCheckingStore:
+    """Just enough store for ListTasks: it judges page tokens the way the DynamoDB store does."""
+
+    def list_tasks(self, query: ListQuery) -> tuple[list[TaskRecord], str | None]:
+        if query.page_token:
+            decode_page_token(query.page_token)
+        return [], None
+
+    def count_tasks(self, query: ListQuery) -> int:
+        return 0
+
+
+def decode_cursor(token: str) -> None:
+    """What a client sees for a page token: ListTasks refuses forgeries as InvalidParams."""
+    queries = TaskQueries(_TokenCheckingStore(), None, PollPolicy())  # type: ignore[arg-type]
+    queries.list_tasks("alice", ListTasksRequest(page_token=token))
 
 
 def test_cursor_round_trip_and_rejects_forgeries() -> None:
     cursor = {"k": "2025-01-01T00:00:00.000Z#t1", "id": "t1"}
-    assert decode_cursor(encode_cursor(cursor)) == cursor
+    assert decode_page_token(encode_page_token(cursor)) == cursor
+    decode_cursor(encode_page_token(cursor))  # a real token is accepted
     forged = [
         "!!!",
         base64.urlsafe_b64encode(b"[1,2]").decode(),

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from a2a_serverless.push.ssrf import (
+from a2a_serverless.core.egress import (
     EgressPolicy,
     UnsafeWebhookUrl,
     VettedTarget,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from a2a_serverless.flows.base import Flow
 from a2a_serverless.models import (
     AgentCapabilities,
     AgentCard,
@@ -23,10 +23,27 @@ from a2a_serverless.settings import Settings
 PROTOCOL_VERSION = "1.0"
 
 
-def _code_modified_at(flow: Flow) -> datetime:
+class AgentProfile(Protocol):
+    """What the card declares about the agent's logic. A `flows.Flow` is one (the core knows
+    flows only through this shape)."""
+
+    # Read-only properties: a class attribute (Flow's) or a property both satisfy them.
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def skills(self) -> Sequence[AgentSkill]: ...
+    @property
+    def input_modes(self) -> Sequence[str]: ...
+    @property
+    def output_modes(self) -> Sequence[str]: ...
+
+
+def _code_modified_at(agent: AgentProfile) -> datetime:
     """When the deployed code last changed: the same on every instance of one deployment."""
     paths = [Path(__file__).resolve().parent.parent / "__init__.py"]
-    module = sys.modules.get(type(flow).__module__)
+    module = sys.modules.get(type(agent).__module__)
     if module is not None and getattr(module, "__file__", None):
         paths.append(Path(module.__file__))
     stamps = [p.stat().st_mtime for p in paths if p.exists()]
@@ -34,20 +51,20 @@ def _code_modified_at(flow: Flow) -> datetime:
 
 
 class CardFactory:
-    def __init__(self, settings: Settings, flow: Flow) -> None:
+    def __init__(self, settings: Settings, agent: AgentProfile) -> None:
         self.settings = settings
-        self.flow = flow
-        self.modified_at = _code_modified_at(flow)
+        self.agent = agent
+        self.modified_at = _code_modified_at(agent)
 
     def card(self, base_url: str) -> AgentCard:
         settings = self.settings
         base = (settings.public_base_url or base_url).rstrip("/")
-        skills = list(self.flow.skills) or [
+        skills = list(self.agent.skills) or [
             AgentSkill(
-                id=self.flow.name,
-                name=self.flow.name,
-                description=self.flow.description or settings.agent_description,
-                tags=[self.flow.name],
+                id=self.agent.name,
+                name=self.agent.name,
+                description=self.agent.description or settings.agent_description,
+                tags=[self.agent.name],
             )
         ]
         provider = (
@@ -73,8 +90,8 @@ class CardFactory:
                 push_notifications=settings.push_notifications,
                 extended_agent_card=False,
             ),
-            default_input_modes=list(self.flow.input_modes),
-            default_output_modes=list(self.flow.output_modes),
+            default_input_modes=list(self.agent.input_modes),
+            default_output_modes=list(self.agent.output_modes),
             skills=skills,
         )
 

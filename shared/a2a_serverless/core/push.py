@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from a2a_serverless.core.egress import EgressPolicy, UnsafeWebhookUrl, vet_url
 from a2a_serverless.core.errors import (
     PushNotificationNotSupportedError,
     TaskNotFoundError,
@@ -13,7 +14,6 @@ from a2a_serverless.models import (
     ListTaskPushNotificationConfigsResponse,
     TaskPushNotificationConfig,
 )
-from a2a_serverless.push.ssrf import EgressPolicy, UnsafeWebhookUrl, vet_url
 from a2a_serverless.store import TaskStore
 
 MAX_CONFIG_ID_LENGTH = 128

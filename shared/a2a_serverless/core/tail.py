@@ -40,11 +40,9 @@ class LogTail:
         self.seq = after_seq
         self.policy = policy or PollPolicy()
         self.interval = self.policy.min_seconds
-        self.reads = 0
 
     def poll(self) -> list[StreamResponse]:
         """One read of the log; the next interval adapts to what it found."""
-        self.reads += 1
         found = self.store.read_events(self.task_id, self.seq)
         if found:
             self.seq = found[-1][0]

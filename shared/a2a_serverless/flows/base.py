@@ -23,13 +23,13 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from a2a_serverless.models import AgentSkill, Message, Part, Role, TaskState
+# agent_message lives in models (core needs it too); re-exported here for flow authors.
+from a2a_serverless.models import AgentSkill, Message, Part, TaskState, agent_message
 
 
 class FlowCanceled(Exception):
@@ -67,27 +67,46 @@ class Outcome:
 
     @classmethod
     def next_step(cls) -> Outcome:
+        """Run another step in this turn (a new Lambda invocation; `ctx.state` is kept)."""
         return cls(OutcomeKind.NEXT_STEP)
 
     @classmethod
     def input_required(cls, message: str | list[Part]) -> Outcome:
+        """End the turn until the client answers `message` (TASK_STATE_INPUT_REQUIRED)."""
         return cls(OutcomeKind.INPUT_REQUIRED, message)
 
     @classmethod
     def auth_required(cls, message: str | list[Part]) -> Outcome:
+        """End the turn until the client has authorized (TASK_STATE_AUTH_REQUIRED)."""
         return cls(OutcomeKind.AUTH_REQUIRED, message)
 
     @classmethod
     def completed(cls, message: str | list[Part] | None = None) -> Outcome:
+        """The task is done; its artifacts are the answer."""
         return cls(OutcomeKind.COMPLETED, message)
 
     @classmethod
     def failed(cls, message: str | list[Part]) -> Outcome:
+        """The task could not be done; `message` says why."""
         return cls(OutcomeKind.FAILED, message)
 
     @classmethod
     def rejected(cls, message: str | list[Part]) -> Outcome:
+        """The agent will not do this task; `message` says why."""
         return cls(OutcomeKind.REJECTED, message)
+
+
+@dataclass(frozen=True)
+class ArtifactChunk:
+    """An artifact, or one chunk of it (`append` adds to the chunks sent before)."""
+
+    parts: list[Part]
+    artifact_id: str = "result"
+    name: str | None = None
+    description: str | None = None
+    append: bool = False
+    last_chunk: bool = False
+    metadata: dict[str, Any] | None = None
 
 
 class Emitter(Protocol):
@@ -95,28 +114,7 @@ class Emitter(Protocol):
 
     def status(self, message: Message) -> None: ...
 
-    def artifact(
-        self,
-        parts: list[Part],
-        *,
-        artifact_id: str,
-        name: str | None,
-        description: str | None,
-        append: bool,
-        last_chunk: bool,
-        metadata: dict[str, Any] | None,
-    ) -> None: ...
-
-
-def agent_message(content: str | list[Part], task_id: str, context_id: str) -> Message:
-    parts = [Part(text=content)] if isinstance(content, str) else content
-    return Message(
-        message_id=str(uuid.uuid4()),
-        role=Role.AGENT,
-        parts=parts,
-        task_id=task_id,
-        context_id=context_id,
-    )
+    def artifact(self, chunk: ArtifactChunk) -> None: ...
 
 
 @dataclass
@@ -156,13 +154,7 @@ class StepContext:
         """An artifact, or one chunk of it (`append=True` adds to earlier chunks)."""
         parts = [Part(text=content)] if isinstance(content, str) else content
         self.emitter.artifact(
-            parts,
-            artifact_id=artifact_id,
-            name=name,
-            description=description,
-            append=append,
-            last_chunk=last_chunk,
-            metadata=metadata,
+            ArtifactChunk(parts, artifact_id, name, description, append, last_chunk, metadata)
         )
 
 

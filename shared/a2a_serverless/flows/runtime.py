@@ -8,137 +8,58 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from a2a_serverless.core.tasklog import StateMoved, transition
-from a2a_serverless.flows.base import (
-    Flow,
-    FlowCanceled,
-    OutcomeKind,
-    StepContext,
-    agent_message,
-)
+from a2a_serverless.flows.base import Flow, FlowCanceled, Outcome, OutcomeKind, StepContext
+from a2a_serverless.flows.emitter import LogEmitter
 from a2a_serverless.models import (
+    INTERRUPTED_STATES,
     TERMINAL_STATES,
-    Artifact,
     Message,
-    Part,
-    StreamResponse,
-    TaskArtifactUpdateEvent,
+    Role,
     TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
-    utcnow,
+    agent_message,
 )
 from a2a_serverless.observability import Metric, annotate, emit, task_ended
 from a2a_serverless.store import ConflictError, TaskRecord, TaskStore
 
 logger = logging.getLogger(__name__)
 
-# Largest text carried by one artifact event (64 Ki characters are at most 256 KiB of
-# UTF-8); longer text is split across append chunks so no event item approaches
-# DynamoDB's 400 KB item limit. Other parts are measured in encoded bytes.
-MAX_CHUNK_CHARS = 64 * 1024
-MAX_PART_BYTES = 300 * 1024
+# A step runs only while its turn is live: submitted (first step) or working.
+ACTIVE_STATES = (
+    frozenset(TaskState) - TERMINAL_STATES - INTERRUPTED_STATES - {TaskState.UNSPECIFIED}
+)
 
 
-class LogEmitter:
-    """Appends a step's updates to the event log; sees cancellation on its next write."""
+@dataclass(frozen=True)
+class _Step:
+    """Which step of which turn the state machine asked for."""
 
-    def __init__(self, store: TaskStore, record: TaskRecord, seq: int) -> None:
-        self._store = store
-        self._record = record
-        self.seq = seq
+    task_id: str
+    turn: int
+    step: int
 
-    def _append(self, event: StreamResponse) -> None:
-        while True:
-            try:
-                self._store.append_event(self._record.task_id, self.seq + 1, event)
-                self.seq += 1
-                return
-            except ConflictError:
-                # Someone else wrote at this seq: a cancel (or another writer). Look again.
-                fresh = self._store.get_record(self._record.task_id)
-                if (
-                    fresh is None
-                    or fresh.state is not TaskState.WORKING
-                    or fresh.turn != self._record.turn
-                ):
-                    raise FlowCanceled() from None
-                self.seq = self._store.last_seq(self._record.task_id)
-
-    def status(self, message: Message) -> None:
-        self._append(
-            StreamResponse(
-                status_update=TaskStatusUpdateEvent(
-                    task_id=self._record.task_id,
-                    context_id=self._record.context_id,
-                    status=TaskStatus(state=TaskState.WORKING, message=message, timestamp=utcnow()),
-                )
-            )
-        )
-
-    def artifact(
-        self,
-        parts: list[Part],
-        *,
-        artifact_id: str,
-        name: str | None,
-        description: str | None,
-        append: bool,
-        last_chunk: bool,
-        metadata: dict[str, Any] | None,
-    ) -> None:
-        pieces = _split_parts(parts)
-        for index, piece in enumerate(pieces):
-            artifact = Artifact(
-                artifact_id=artifact_id,
-                name=name,
-                description=description,
-                parts=piece,
-                metadata=metadata,
-            )
-            self._append(
-                StreamResponse(
-                    artifact_update=TaskArtifactUpdateEvent(
-                        task_id=self._record.task_id,
-                        context_id=self._record.context_id,
-                        artifact=artifact,
-                        append=append or index > 0,
-                        last_chunk=last_chunk and index == len(pieces) - 1,
-                    )
-                )
-            )
+    def answer(self, go_on: bool = False) -> dict[str, Any]:
+        """The state machine's input for its next choice (another step, or the end)."""
+        step = self.step + 1 if go_on else self.step
+        return {"taskId": self.task_id, "turn": self.turn, "step": step, "continue": go_on}
 
 
-def _split_parts(parts: list[Part]) -> list[list[Part]]:
-    """Group parts into events that each stay well under the item size limit."""
-    groups: list[list[Part]] = [[]]
-    size = 0
-    for part in parts:
-        if part.text is not None and len(part.text) > MAX_CHUNK_CHARS:
-            for start in range(0, len(part.text), MAX_CHUNK_CHARS):
-                piece = part.model_copy(update={"text": part.text[start : start + MAX_CHUNK_CHARS]})
-                groups.append([piece])
-            groups.append([])
-            size = 0
-            continue
-        part_size = len(part.model_dump_json().encode())
-        if part_size > MAX_PART_BYTES:
-            raise ValueError(
-                f"an artifact part of {part_size} bytes is too large for one event; "
-                "send large files as `url` parts"
-            )
-        if size + part_size > MAX_PART_BYTES and groups[-1]:
-            groups.append([])
-            size = 0
-        groups[-1].append(part)
-        size += part_size
-    return [g for g in groups if g] or [[]]
+@dataclass
+class _Turn:
+    """A turn that may run this step: its record (now working), its history, and the
+    emitter that appends the step's updates after the last event so far."""
+
+    record: TaskRecord
+    history: list[Message]
+    emitter: LogEmitter
 
 
 class FlowWorker:
-    """One step of one turn: load, run the flow, record the outcome."""
+    """One step of one turn: begin (load and guard the turn), build the step's context, run
+    the flow, finish (record the outcome)."""
 
     def __init__(self, store: TaskStore, flow: Flow) -> None:
         self.store = store
@@ -147,55 +68,70 @@ class FlowWorker:
     def handle(self, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("action") == "fail":
             return self.fail(event)
-        task_id = str(event["taskId"])
-        turn = int(event["turn"])
-        step = int(event.get("step", 0))
-        annotate(task_id=task_id, turn=turn, step=step)
-        done = {"taskId": task_id, "turn": turn, "step": step, "continue": False}
-        snapshot = self.store.get_snapshot(task_id, None)
+        step = _Step(str(event["taskId"]), int(event["turn"]), int(event.get("step", 0)))
+        annotate(task_id=step.task_id, turn=step.turn, step=step.step)
+        turn = self.begin(step)
+        if turn is None:
+            return step.answer()
+        ctx = self.context(step, turn)
+        started = time.perf_counter()
+        try:
+            outcome = self.flow.run_step(ctx)
+        except FlowCanceled:
+            return step.answer()
+        finally:
+            emit(Metric.STEP_DURATION, (time.perf_counter() - started) * 1000)
+        return self.finish(step, turn, ctx, outcome)
+
+    def begin(self, step: _Step) -> _Turn | None:
+        """The turn to run, moved to working; None when it must not run (any more)."""
+        snapshot = self.store.get_snapshot(step.task_id, None)
         if snapshot is None:
-            logger.warning("task %s not found", task_id)
-            return done
+            logger.warning("task %s not found", step.task_id)
+            return None
         record = snapshot.record
         annotate(context_id=record.context_id)
-        if record.turn != turn or record.state not in (TaskState.SUBMITTED, TaskState.WORKING):
-            return done  # canceled, or a stale execution of an earlier turn
+        if record.turn != step.turn or record.state not in ACTIVE_STATES:
+            return None  # canceled, or a stale execution of an earlier turn
         seq = snapshot.seq
         if record.state is TaskState.SUBMITTED:
             try:
                 _, seq = transition(self.store, record, TaskState.WORKING, seq=seq + 1)
             except StateMoved:
-                return done
+                return None
             record.state = TaskState.WORKING
             record.status_seq = seq
-        user_messages = [m for m in snapshot.history if m.role.value == "ROLE_USER"]
-        emitter = LogEmitter(self.store, record, seq)
-        ctx = StepContext(
-            task_id=task_id,
+        return _Turn(record, snapshot.history, LogEmitter(self.store, record, seq))
+
+    def context(self, step: _Step, turn: _Turn) -> StepContext:
+        """What the flow sees: this turn's user message, the history, its own state."""
+        record = turn.record
+        user_messages = [m for m in turn.history if m.role is Role.USER]
+        return StepContext(
+            task_id=step.task_id,
             context_id=record.context_id,
-            turn=turn,
-            step=step,
-            message=user_messages[-1] if user_messages else snapshot.history[-1],
-            history=snapshot.history,
+            turn=step.turn,
+            step=step.step,
+            message=user_messages[-1] if user_messages else turn.history[-1],
+            history=turn.history,
             state=dict(record.flow_state),
-            emitter=emitter,
+            emitter=turn.emitter,
             metadata=dict(record.metadata or {}),
         )
-        started = time.perf_counter()
-        try:
-            outcome = self.flow.run_step(ctx)
-        except FlowCanceled:
-            return done
-        finally:
-            emit(Metric.STEP_DURATION, (time.perf_counter() - started) * 1000)
+
+    def finish(
+        self, step: _Step, turn: _Turn, ctx: StepContext, outcome: Outcome
+    ) -> dict[str, Any]:
+        """Record the outcome: the flow state for the next step, or the turn's final status."""
         if outcome.kind is OutcomeKind.NEXT_STEP:
             try:
-                self.store.save_flow_state(task_id, turn, ctx.state)
+                self.store.save_flow_state(step.task_id, step.turn, ctx.state)
             except ConflictError:
-                return done
-            return {**done, "step": step + 1, "continue": True}
+                return step.answer()
+            return step.answer(go_on=True)
+        record = turn.record
         message = (
-            agent_message(outcome.message, task_id, record.context_id)
+            agent_message(outcome.message, step.task_id, record.context_id)
             if outcome.message is not None
             else None
         )
@@ -207,13 +143,13 @@ class FlowWorker:
                 record,
                 final,
                 message=message,
-                seq=emitter.seq + 1,
+                seq=turn.emitter.seq + 1,
                 flow_state=ctx.state,
             )
         except StateMoved:
-            return done  # canceled while finishing: the cancel won (and counted itself)
+            return step.answer()  # canceled while finishing: the cancel won (and counted itself)
         task_ended(final)
-        return done
+        return step.answer()
 
     def fail(self, event: dict[str, Any]) -> dict[str, Any]:
         """The state machine caught an error: the turn ends failed, with an explanation."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -53,6 +54,7 @@ __all__ = [
     "TaskStatus",
     "TaskStatusUpdateEvent",
     "Timestamp",
+    "agent_message",
     "format_timestamp",
     "parse_task_state",
     "utcnow",
@@ -221,6 +223,18 @@ class Message(A2AModel):
         if value is Role.UNSPECIFIED:
             raise ValueError("role must be ROLE_USER or ROLE_AGENT")
         return value
+
+
+def agent_message(content: str | list[Part], task_id: str, context_id: str) -> Message:
+    """A message from the agent in a task (a text, or parts), with a fresh messageId."""
+    parts = [Part(text=content)] if isinstance(content, str) else content
+    return Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.AGENT,
+        parts=parts,
+        task_id=task_id,
+        context_id=context_id,
+    )
 
 
 class TaskStatus(A2AModel):

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from a2a_serverless.push.ssrf import VettedTarget
-
-_DEFAULT_PORTS = {"https": 443, "http": 80}
+from a2a_serverless.core.egress import DEFAULT_PORTS, VettedTarget
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ def post_pinned(
     left open. Header values are sent as given and never appear in ``error``.
     """
     host = f"[{target.host}]" if ":" in target.host else target.host
-    default_port = _DEFAULT_PORTS.get(target.scheme)
+    default_port = DEFAULT_PORTS.get(target.scheme)
     host_header = host if target.port == default_port else f"{host}:{target.port}"
 
     request_headers = dict(headers)

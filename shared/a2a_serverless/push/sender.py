@@ -27,11 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from a2a_serverless.bindings.jsonrpc_v03 import task_to_v03
+from a2a_serverless.core.egress import EgressPolicy, UnsafeWebhookUrl, vet_url
 from a2a_serverless.models import TaskPushNotificationConfig
+from a2a_serverless.models.v03 import task_to_v03
 from a2a_serverless.observability import Metric, emit
 from a2a_serverless.push.delivery import DeliveryResult, post_pinned
-from a2a_serverless.push.ssrf import EgressPolicy, UnsafeWebhookUrl, vet_url
 from a2a_serverless.store import PushDelivery, TaskStore
 
 logger = logging.getLogger(__name__)
@@ -182,13 +182,10 @@ class WebhookSender:
         return result
 
     def enqueue(self, task_id: str, config_id: str, seq: int) -> None:
-        group = f"{task_id}#{config_id}"
         self.sqs.send_message(
             QueueUrl=self.config.retry_queue_url,
             MessageBody=json.dumps({"taskId": task_id, "configId": config_id, "seq": seq}),
-            MessageGroupId=hashlib.sha256(group.encode()).hexdigest(),
-            # Retried stream batches enqueue the same event again: SQS drops the copy.
-            MessageDeduplicationId=hashlib.sha256(f"{group}#{seq}".encode()).hexdigest(),
+            **fifo_ids(task_id, config_id, seq),
         )
 
     # -- queue path ------------------------------------------------------------------------
@@ -275,7 +272,6 @@ class WebhookSender:
         emit(Metric.WEBHOOK_DEAD_LETTERS)
         if not self.config.dead_letter_queue_url:
             return
-        group = f"{task_id}#{config_id}"
         self.sqs.send_message(
             QueueUrl=self.config.dead_letter_queue_url,
             MessageBody=json.dumps(
@@ -287,6 +283,16 @@ class WebhookSender:
                     "lastError": error,
                 }
             ),
-            MessageGroupId=hashlib.sha256(group.encode()).hexdigest(),
-            MessageDeduplicationId=hashlib.sha256(f"{group}#{seq}".encode()).hexdigest(),
+            **fifo_ids(task_id, config_id, seq),
         )
+
+
+def fifo_ids(task_id: str, config_id: str, seq: int) -> dict[str, str]:
+    """SQS FIFO ids of one delivery: one message group per task and config (so a config's
+    events stay in order), and a deduplication id per event, so retried stream batches that
+    enqueue the same event again are dropped by SQS. Hashed: ids are capped at 128 chars."""
+    group = f"{task_id}#{config_id}"
+    return {
+        "MessageGroupId": hashlib.sha256(group.encode()).hexdigest(),
+        "MessageDeduplicationId": hashlib.sha256(f"{group}#{seq}".encode()).hexdigest(),
+    }

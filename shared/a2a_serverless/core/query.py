@@ -1,0 +1,211 @@
+"""The QUERY path of the A2A operations: GetTask, ListTasks, CancelTask and the snapshot a
+stream (SubscribeToTask, or a streamed send) starts from. All scoped to the calling owner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from a2a_serverless.core.errors import (
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+    invalid_field,
+)
+from a2a_serverless.core.executor import Executor
+from a2a_serverless.core.tail import SETTLED_STATES, LogTail, PollPolicy
+from a2a_serverless.core.tasklog import StateMoved, transition
+from a2a_serverless.models import (
+    TERMINAL_STATES,
+    Artifact,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    StreamResponse,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from a2a_serverless.observability import annotate, task_ended
+from a2a_serverless.store import (
+    InvalidPageToken,
+    ListQuery,
+    TaskRecord,
+    TaskSnapshot,
+    TaskStore,
+)
+
+MAX_ID_LENGTH = 256
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 100
+
+
+def require_task_id(task_id: str) -> None:
+    """An empty or oversized id names no task: refuse it before any read."""
+    if not task_id or len(task_id) > MAX_ID_LENGTH:
+        raise TaskNotFoundError(taskId=task_id[:MAX_ID_LENGTH] or None)
+
+
+def build_task(
+    record: TaskRecord,
+    status: TaskStatus | None = None,
+    artifacts: list[Artifact] | None = None,
+    history: list[Message] | None = None,
+) -> Task:
+    """The wire Task of a record (status from the record unless a later one is given)."""
+    return Task(
+        id=record.task_id,
+        context_id=record.context_id,
+        status=status or record.status,
+        artifacts=artifacts or None,
+        history=history or None,
+        metadata=record.metadata or None,
+    )
+
+
+def task_from_snapshot(snapshot: TaskSnapshot) -> Task:
+    return build_task(snapshot.record, snapshot.status, snapshot.artifacts, snapshot.history)
+
+
+@dataclass(frozen=True)
+class StreamStart:
+    """Where a stream begins: its first event (a Task as of `after_seq`) and whether the log
+    should be tailed after it (not when the task is already terminal or interrupted)."""
+
+    first: StreamResponse
+    task_id: str
+    after_seq: int
+    open: bool
+
+
+class TaskQueries:
+    """Reads of the caller's tasks, and CancelTask (a read that may end the task)."""
+
+    def __init__(self, store: TaskStore, executor: Executor, poll: PollPolicy) -> None:
+        self.store = store
+        self.executor = executor
+        self.poll = poll
+
+    def load(self, owner: str, task_id: str) -> TaskRecord:
+        """The caller's task record; someone else's task does not exist for them."""
+        require_task_id(task_id)
+        record = self.store.get_record(task_id)
+        if record is None or record.owner != owner:
+            raise TaskNotFoundError(taskId=task_id)
+        annotate(task_id=task_id, context_id=record.context_id)
+        return record
+
+    def _snapshot(self, owner: str, task_id: str, history_length: int | None) -> TaskSnapshot:
+        require_task_id(task_id)
+        snapshot = self.store.get_snapshot(task_id, history_length)
+        if snapshot is None or snapshot.record.owner != owner:
+            raise TaskNotFoundError(taskId=task_id)
+        return snapshot
+
+    def get_task(self, owner: str, task_id: str, history_length: int | None = None) -> Task:
+        if history_length is not None and history_length < 0:
+            raise invalid_field("historyLength", "must be zero or positive")
+        return task_from_snapshot(self._snapshot(owner, task_id, history_length))
+
+    def snapshot_start(self, owner: str, task_id: str, history_length: int | None) -> StreamStart:
+        """A stream's first event: the task folded at some seq, tailed after it if still live."""
+        snapshot = self._snapshot(owner, task_id, history_length)
+        annotate(task_id=task_id, context_id=snapshot.record.context_id)
+        task = task_from_snapshot(snapshot)
+        return StreamStart(
+            StreamResponse(task=task),
+            task_id,
+            snapshot.seq,
+            open=task.status.state not in SETTLED_STATES,
+        )
+
+    def subscribe(self, owner: str, task_id: str) -> StreamStart:
+        start = self.snapshot_start(owner, task_id, None)
+        task = start.first.task
+        if task is not None and task.status.state in TERMINAL_STATES:
+            raise UnsupportedOperationError(
+                f"Task {task_id} is {task.status.state.value}, a terminal state; there is "
+                "nothing to subscribe to. Use GetTask to read it.",
+                taskId=task_id,
+            )
+        return start
+
+    def tail(self, start: StreamStart) -> LogTail:
+        return LogTail(self.store, start.task_id, start.after_seq, self.poll)
+
+    def list_tasks(self, owner: str, params: ListTasksRequest) -> ListTasksResponse:
+        page_size = DEFAULT_PAGE_SIZE if params.page_size is None else params.page_size
+        _check_list_params(params, page_size)
+        query = ListQuery(
+            owner=owner,
+            context_id=params.context_id or None,
+            state=params.status,
+            status_after=params.status_timestamp_after,
+            page_size=page_size,
+            page_token=params.page_token or None,
+        )
+        try:
+            records, next_token = self.store.list_tasks(query)
+        except InvalidPageToken:
+            raise invalid_field("pageToken", "is not a token issued by this server") from None
+        total = self.store.count_tasks(query)
+        tasks = [
+            build_task(
+                record,
+                artifacts=(
+                    self.store.read_artifacts(record.task_id) if params.include_artifacts else None
+                ),
+                history=(
+                    self.store.read_history(record.task_id, params.history_length)
+                    if params.history_length
+                    else None
+                ),
+            )
+            for record in records
+        ]
+        return ListTasksResponse(
+            tasks=tasks,
+            next_page_token=next_token or "",
+            page_size=page_size,
+            total_size=total,
+        )
+
+    def cancel_task(self, owner: str, task_id: str) -> Task:
+        record = self.load(owner, task_id)
+        while True:
+            if record.state in TERMINAL_STATES:
+                raise TaskNotCancelableError(
+                    f"Task {task_id} is already {record.state.value} and cannot be canceled",
+                    taskId=task_id,
+                    state=record.state.value,
+                )
+            try:
+                transition(
+                    self.store,
+                    record,
+                    TaskState.CANCELED,
+                    seq=self.store.last_seq(task_id) + 1,
+                )
+                task_ended(TaskState.CANCELED.value)
+                break
+            except StateMoved as moved:
+                if moved.record is None:
+                    raise TaskNotFoundError(taskId=task_id) from None
+                record = moved.record
+        if record.execution:
+            try:
+                self.executor.stop(record.execution, "Canceled by the client")
+            except Exception:  # the flow also sees the canceled state and stops by itself
+                pass
+        return self.get_task(owner, task_id)
+
+
+def _check_list_params(params: ListTasksRequest, page_size: int) -> None:
+    """Refuse out-of-range ListTasks parameters (the page token is the store's to judge)."""
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise invalid_field("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")
+    if params.history_length is not None and params.history_length < 0:
+        raise invalid_field("historyLength", "must be zero or positive")
+    if params.status is TaskState.UNSPECIFIED:
+        raise invalid_field("status", "TASK_STATE_UNSPECIFIED is not a filter")
+    if params.context_id is not None and len(params.context_id) > MAX_ID_LENGTH:
+        raise invalid_field("contextId", f"must be at most {MAX_ID_LENGTH} characters")

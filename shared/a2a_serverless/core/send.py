@@ -1,0 +1,378 @@
+"""The SEND path of the A2A operations: SendMessage and SendStreamingMessage.
+
+Both open the same way (validate, dedupe, create a task or continue one, start the turn);
+they differ only in what they answer with: the task once it settles (or at once), or the
+snapshot a stream starts from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from a2a_serverless.core.errors import (
+    ContentTypeNotSupportedError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+    invalid_field,
+)
+from a2a_serverless.core.executor import Executor, execution_name
+from a2a_serverless.core.push import PushService
+from a2a_serverless.core.query import MAX_ID_LENGTH, StreamStart, TaskQueries, build_task
+from a2a_serverless.core.tail import LogTail, PollPolicy, SettleWait
+from a2a_serverless.core.tasklog import StateMoved, status_event, transition
+from a2a_serverless.models import (
+    INTERRUPTED_STATES,
+    TERMINAL_STATES,
+    Message,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    SendMessageResponse,
+    StreamResponse,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    agent_message,
+    utcnow,
+)
+from a2a_serverless.observability import annotate, task_ended
+from a2a_serverless.store import ConflictError, Dedupe, TaskRecord, TaskStore
+
+
+@dataclass(frozen=True)
+class WaitPolicy:
+    """How blocking calls and streams tail the event log."""
+
+    max_wait_seconds: float = 120.0
+    poll: PollPolicy = field(default_factory=PollPolicy)
+    stream_max_seconds: float = 840.0
+    heartbeat_seconds: float = 15.0
+
+
+@dataclass
+class ModePolicy:
+    """Media types the flow accepts and produces (from the flow / Agent Card)."""
+
+    input_modes: list[str] = field(default_factory=lambda: ["text/plain"])
+    output_modes: list[str] = field(default_factory=lambda: ["text/plain"])
+
+
+def _media_match(offered: str, accepted: str) -> bool:
+    offered_type, _, offered_sub = offered.lower().split(";")[0].strip().partition("/")
+    accepted_type, _, accepted_sub = accepted.lower().split(";")[0].strip().partition("/")
+    return (accepted_type in ("*", offered_type) or offered_type == "*") and (
+        accepted_sub in ("*", offered_sub) or offered_sub == "*"
+    )
+
+
+def content_hash(message: Message) -> str:
+    canonical = json.dumps(message.wire(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class AcceptedSend:
+    """A message SendMessage accepted: where its wait starts (the status event at
+    `after_seq`), whether the caller asked to wait, and the answer when it is already known."""
+
+    owner: str
+    task_id: str
+    after_seq: int
+    history_length: int | None
+    blocking: bool
+    answer: SendMessageResponse | None = None
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A message taken into a task.
+
+    `seq` is the turn's first status event. When `retried`, this send repeats an earlier
+    identical one: nothing was written and `seq` is unknown (0). `created` is the new task
+    as just written (None when a task was continued, or on a retry).
+    """
+
+    task_id: str
+    seq: int
+    retried: bool = False
+    created: Task | None = None
+
+
+@dataclass
+class MessageSender:
+    """Takes messages into tasks and starts their turns."""
+
+    store: TaskStore
+    executor: Executor
+    queries: TaskQueries  # the answer to a send is read like GetTask reads it
+    modes: ModePolicy
+    wait: WaitPolicy
+    push: PushService | None
+
+    # -- SendMessage -----------------------------------------------------------------------
+
+    def send_message(self, owner: str, request: SendMessageRequest) -> SendMessageResponse:
+        """Accept the message, wait (unless told not to) and answer with the task."""
+        accepted = self.accept_message(owner, request)
+        if accepted.blocking:
+            wait = self.settle_wait(accepted)
+            while not wait.step():
+                time.sleep(wait.pause())
+        return self.answer(accepted)
+
+    def accept_message(self, owner: str, request: SendMessageRequest) -> AcceptedSend:
+        """SendMessage up to its wait: validate, create or continue the task, start the turn.
+
+        Every refusal is raised here, before any waiting; the caller then waits with
+        `settle_wait` (as it likes: blocking, or awaiting between reads) and calls `answer`.
+        """
+        config = request.configuration or SendMessageConfiguration()
+        admitted = self.admit(owner, request)
+        blocking = not config.return_immediately
+        if not blocking and admitted.created is not None:
+            # Everything the answer holds was just written: no need to read it back.
+            answer = SendMessageResponse(task=admitted.created)
+            return AcceptedSend(
+                owner, admitted.task_id, admitted.seq, config.history_length, False, answer
+            )
+        seq = admitted.seq
+        if blocking and admitted.retried:
+            # Wait from the earlier send's status on, as that send would have.
+            original = self.store.get_record(admitted.task_id)
+            seq = original.status_seq if original else 0
+        return AcceptedSend(owner, admitted.task_id, seq, config.history_length, blocking)
+
+    def settle_wait(self, accepted: AcceptedSend) -> SettleWait:
+        """The wait of a blocking send: its log from the accepted status on, up to the limit."""
+        tail = LogTail(self.store, accepted.task_id, max(0, accepted.after_seq - 1), self.wait.poll)
+        return SettleWait(tail, self.wait.max_wait_seconds)
+
+    def answer(self, accepted: AcceptedSend) -> SendMessageResponse:
+        """The SendMessage response once the wait is over (or was not asked for)."""
+        if accepted.answer is not None:
+            return accepted.answer
+        return SendMessageResponse(
+            task=self.queries.get_task(accepted.owner, accepted.task_id, accepted.history_length)
+        )
+
+    # -- SendStreamingMessage --------------------------------------------------------------
+
+    def open_message_stream(self, owner: str, request: SendMessageRequest) -> StreamStart:
+        """Accept a message like SendMessage (never blocking) and say where its stream starts.
+
+        The first event is the task as of seq S; the stream continues with the log after S.
+        """
+        config = request.configuration or SendMessageConfiguration()
+        admitted = self.admit(owner, request)
+        if admitted.created is not None:
+            return StreamStart(
+                StreamResponse(task=admitted.created), admitted.task_id, admitted.seq, open=True
+            )
+        return self.queries.snapshot_start(owner, admitted.task_id, config.history_length)
+
+    # -- the shared opening steps ----------------------------------------------------------
+
+    def admit(self, owner: str, request: SendMessageRequest) -> Admitted:
+        """Validate the message, then create a task for it or continue the one it names."""
+        message = request.message
+        config = request.configuration or SendMessageConfiguration()
+        self._validate(message, config)
+        dedupe = Dedupe(owner, message.message_id, content_hash(message))
+        if message.task_id:
+            return self._continue_task(owner, message, dedupe, config)
+        return self._create_task(owner, message, dedupe, request, config)
+
+    def _validate(self, message: Message, config: SendMessageConfiguration) -> None:
+        if message.role is not Role.USER:
+            raise invalid_field("message.role", "must be ROLE_USER for messages sent to an agent")
+        for name, value in (
+            ("message.messageId", message.message_id),
+            ("message.contextId", message.context_id),
+            ("message.taskId", message.task_id),
+        ):
+            if value is not None and len(value) > MAX_ID_LENGTH:
+                raise invalid_field(name, f"must be at most {MAX_ID_LENGTH} characters")
+        if config.task_push_notification_config is not None:  # refused before any write
+            self._push().require_enabled()
+        for index, part in enumerate(message.parts):
+            if part.media_type and not any(
+                _media_match(part.media_type, mode) for mode in self.modes.input_modes
+            ):
+                raise ContentTypeNotSupportedError(
+                    f"message.parts[{index}].mediaType {part.media_type!r} is not accepted; "
+                    f"this agent accepts {', '.join(self.modes.input_modes)}",
+                    field=f"message.parts[{index}].mediaType",
+                )
+        if config.accepted_output_modes and not any(
+            _media_match(produced, accepted)
+            for produced in self.modes.output_modes
+            for accepted in config.accepted_output_modes
+        ):
+            raise ContentTypeNotSupportedError(
+                "None of configuration.acceptedOutputModes can be produced; this agent "
+                f"produces {', '.join(self.modes.output_modes)}",
+                field="configuration.acceptedOutputModes",
+            )
+
+    def _retry_of(self, owner: str, message: Message, dedupe: Dedupe) -> Admitted | None:
+        """The task an identical earlier send created or continued, if this send is a retry."""
+        found = self.store.find_dedupe(owner, message.message_id)
+        if found is not None and found[1] == dedupe.content_hash:
+            return Admitted(found[0], 0, retried=True)
+        return None
+
+    def _create_task(
+        self,
+        owner: str,
+        message: Message,
+        dedupe: Dedupe,
+        request: SendMessageRequest,
+        config: SendMessageConfiguration,
+    ) -> Admitted:
+        task_id = str(uuid.uuid4())
+        context_id = message.context_id or str(uuid.uuid4())
+        push_config = self._inline_push(config, task_id)
+        stored = message.model_copy(update={"task_id": task_id, "context_id": context_id})
+        status = TaskStatus(state=TaskState.SUBMITTED, timestamp=utcnow())
+        record = TaskRecord(
+            task_id=task_id,
+            context_id=context_id,
+            owner=owner,
+            state=TaskState.SUBMITTED,
+            status=status,
+            status_seq=1,
+            turn=1,
+            execution=execution_name(task_id, 1),
+            metadata=request.metadata or None,
+        )
+        annotate(task_id=task_id, context_id=context_id)
+        try:
+            self.store.create_task(
+                record, stored, status_event(record, status), dedupe, push_config
+            )
+        except ConflictError as conflict:
+            if "dedupe" not in conflict.failed:
+                raise
+            retry = self._retry_of(owner, message, dedupe)
+            if retry is not None:
+                return retry
+            # Same messageId, different content: a new message, processed normally.
+            self.store.create_task(record, stored, status_event(record, status), None, push_config)
+        self._start(record, 1)
+        history = [stored] if config.history_length != 0 else None
+        return Admitted(task_id, 1, created=build_task(record, history=history))
+
+    def _inline_push(
+        self, config: SendMessageConfiguration, task_id: str
+    ) -> TaskPushNotificationConfig | None:
+        inline = config.task_push_notification_config
+        if inline is None:
+            return None
+        return self._push().prepared(inline, task_id, "configuration.taskPushNotificationConfig")
+
+    def _push(self) -> PushService:
+        if self.push is None:
+            raise PushNotificationNotSupportedError(
+                "Push notifications are not supported by this agent"
+            )
+        return self.push
+
+    def _continue_task(
+        self, owner: str, message: Message, dedupe: Dedupe, config: SendMessageConfiguration
+    ) -> Admitted:
+        record = self.queries.load(owner, message.task_id or "")
+        if message.context_id and message.context_id != record.context_id:
+            raise invalid_field(
+                "message.contextId",
+                f"does not match the contextId of task {record.task_id}",
+            )
+        if record.state not in INTERRUPTED_STATES:
+            retry = self._retry_of(owner, message, dedupe)
+            if retry is not None:
+                return retry
+            raise _not_accepting(record)
+        stored = message.model_copy(update={"context_id": record.context_id})
+        # Written with the turn's first event (same transaction): a refused or retried message
+        # leaves no webhook behind.
+        push_config = self._inline_push(config, record.task_id)
+        try:
+            seq = self._next_turn(record, stored, dedupe, push_config)
+            turn = record.turn + 1
+        except StateMoved as moved:
+            retry = self._retry_of(owner, message, dedupe)
+            if retry is not None:
+                return retry
+            if moved.record is not None and moved.record.state not in INTERRUPTED_STATES:
+                raise UnsupportedOperationError(
+                    f"Task {record.task_id} moved to {moved.record.state.value} while this "
+                    "message was being accepted",
+                    taskId=record.task_id,
+                ) from None
+            # Same messageId reused with other content: accept it without the retry record.
+            fresh = moved.record or record
+            seq = self._next_turn(fresh, stored, None, push_config)
+            turn = fresh.turn + 1
+        self._start(record, turn)
+        return Admitted(record.task_id, seq)
+
+    def _next_turn(
+        self,
+        record: TaskRecord,
+        message: Message,
+        dedupe: Dedupe | None,
+        push_config: TaskPushNotificationConfig | None,
+    ) -> int:
+        """Move an interrupted task back to submitted for its next turn; the status's seq."""
+        turn = record.turn + 1
+        _, seq = transition(
+            self.store,
+            record,
+            TaskState.SUBMITTED,
+            turn=turn,
+            execution=execution_name(record.task_id, turn),
+            user_message=message,
+            dedupe=dedupe,
+            push_config=push_config,
+        )
+        return seq
+
+    def _start(self, record: TaskRecord, turn: int) -> None:
+        try:
+            self.executor.start(record.task_id, turn)
+        except Exception:
+            # The turn cannot run: end the task failed rather than leave it submitted.
+            fresh = self.store.get_record(record.task_id)
+            if fresh is not None and fresh.state not in TERMINAL_STATES:
+                with contextlib.suppress(StateMoved):
+                    transition(
+                        self.store,
+                        fresh,
+                        TaskState.FAILED,
+                        message=agent_message(
+                            "The agent could not start processing this task.",
+                            fresh.task_id,
+                            fresh.context_id,
+                        ),
+                    )
+                    task_ended(TaskState.FAILED.value)
+            raise
+
+
+def _not_accepting(record: TaskRecord) -> UnsupportedOperationError:
+    if record.state in TERMINAL_STATES:
+        return UnsupportedOperationError(
+            f"Task {record.task_id} is {record.state.value}, a terminal state; it cannot "
+            "accept further messages. Send without taskId to start a new task.",
+            taskId=record.task_id,
+        )
+    return UnsupportedOperationError(
+        f"Task {record.task_id} is {record.state.value}; it accepts a message when it "
+        "is TASK_STATE_INPUT_REQUIRED or TASK_STATE_AUTH_REQUIRED. Wait, or cancel it.",
+        taskId=record.task_id,
+    )

@@ -1,0 +1,102 @@
+"""Where a flow step's updates go: appended to the task's event log, one seq each, split so
+no event approaches DynamoDB's item size limit; a write that loses to a cancel stops the step."""
+
+from __future__ import annotations
+
+from a2a_serverless.core.tasklog import status_event
+from a2a_serverless.flows.base import ArtifactChunk, FlowCanceled
+from a2a_serverless.models import (
+    Artifact,
+    Message,
+    Part,
+    StreamResponse,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    utcnow,
+)
+from a2a_serverless.store import ConflictError, TaskRecord, TaskStore
+
+# Largest text carried by one artifact event (64 Ki characters are at most 256 KiB of
+# UTF-8); longer text is split across append chunks so no event item approaches
+# DynamoDB's 400 KB item limit. Other parts are measured in encoded bytes.
+MAX_CHUNK_CHARS = 64 * 1024
+MAX_PART_BYTES = 300 * 1024
+
+
+class LogEmitter:
+    """Appends a step's updates to the event log; sees cancellation on its next write."""
+
+    def __init__(self, store: TaskStore, record: TaskRecord, seq: int) -> None:
+        self._store = store
+        self._record = record
+        self.seq = seq
+
+    def _append(self, event: StreamResponse) -> None:
+        while True:
+            try:
+                self._store.append_event(self._record.task_id, self.seq + 1, event)
+                self.seq += 1
+                return
+            except ConflictError:
+                # Someone else wrote at this seq: a cancel (or another writer). Look again.
+                fresh = self._store.get_record(self._record.task_id)
+                if (
+                    fresh is None
+                    or fresh.state is not TaskState.WORKING
+                    or fresh.turn != self._record.turn
+                ):
+                    raise FlowCanceled() from None
+                self.seq = self._store.last_seq(self._record.task_id)
+
+    def status(self, message: Message) -> None:
+        status = TaskStatus(state=TaskState.WORKING, message=message, timestamp=utcnow())
+        self._append(status_event(self._record, status))
+
+    def artifact(self, chunk: ArtifactChunk) -> None:
+        pieces = _split_parts(chunk.parts)
+        for index, piece in enumerate(pieces):
+            artifact = Artifact(
+                artifact_id=chunk.artifact_id,
+                name=chunk.name,
+                description=chunk.description,
+                parts=piece,
+                metadata=chunk.metadata,
+            )
+            self._append(
+                StreamResponse(
+                    artifact_update=TaskArtifactUpdateEvent(
+                        task_id=self._record.task_id,
+                        context_id=self._record.context_id,
+                        artifact=artifact,
+                        append=chunk.append or index > 0,
+                        last_chunk=chunk.last_chunk and index == len(pieces) - 1,
+                    )
+                )
+            )
+
+
+def _split_parts(parts: list[Part]) -> list[list[Part]]:
+    """Group parts into events that each stay well under the item size limit."""
+    groups: list[list[Part]] = [[]]
+    size = 0
+    for part in parts:
+        if part.text is not None and len(part.text) > MAX_CHUNK_CHARS:
+            for start in range(0, len(part.text), MAX_CHUNK_CHARS):
+                piece = part.model_copy(update={"text": part.text[start : start + MAX_CHUNK_CHARS]})
+                groups.append([piece])
+            groups.append([])
+            size = 0
+            continue
+        part_size = len(part.model_dump_json().encode())
+        if part_size > MAX_PART_BYTES:
+            raise ValueError(
+                f"an artifact part of {part_size} bytes is too large for one event; "
+                "send large files as `url` parts"
+            )
+        if size + part_size > MAX_PART_BYTES and groups[-1]:
+            groups.append([])
+            size = 0
+        groups[-1].append(part)
+        size += part_size
+    return [g for g in groups if g] or [[]]

@@ -1,0 +1,166 @@
+"""The SEND path (core/send.py) over the in-memory store: the opening steps SendMessage and
+SendStreamingMessage share (validate, dedupe, create or continue, start the turn)."""
+
+from __future__ import annotations
+
+import pytest
+
+from a2a_serverless.core.egress import EgressPolicy
+from a2a_serverless.core.errors import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+)
+from a2a_serverless.core.push import PushService
+from a2a_serverless.core.query import TaskQueries
+from a2a_serverless.core.send import MessageSender, ModePolicy, WaitPolicy
+from a2a_serverless.core.tasklog import transition
+from a2a_serverless.models import SendMessageRequest, TaskState
+from tests.fakes import InMemoryTaskStore
+
+
+class RecordingExecutor:
+    """Starts nothing: records which turns were started (or fails, when told to)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.started: list[tuple[str, int]] = []
+        self.fail = fail
+
+    def start(self, task_id: str, turn: int) -> str:
+        if self.fail:
+            raise RuntimeError("state machine unavailable")
+        self.started.append((task_id, turn))
+        return f"{task_id}-{turn}"
+
+    def stop(self, name: str, cause: str) -> None:
+        pass
+
+
+def make_sender(
+    store: InMemoryTaskStore, executor: RecordingExecutor, push_enabled: bool = False
+) -> MessageSender:
+    wait = WaitPolicy()
+    push = PushService(store, push_enabled, EgressPolicy())
+    queries = TaskQueries(store, executor, wait.poll)
+    return MessageSender(store, executor, queries, ModePolicy(), wait, push)
+
+
+def request(message_id: str = "m1", text: str = "hi", **extra: object) -> SendMessageRequest:
+    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}], **extra}
+    return SendMessageRequest.model_validate(
+        {"message": message, "configuration": {"returnImmediately": True}}
+    )
+
+
+@pytest.fixture
+def store() -> InMemoryTaskStore:
+    return InMemoryTaskStore()
+
+
+def test_a_new_message_creates_a_task_and_starts_its_first_turn(store: InMemoryTaskStore) -> None:
+    executor = RecordingExecutor()
+    admitted = make_sender(store, executor).admit("alice", request())
+    assert not admitted.retried
+    assert admitted.seq == 1
+    assert admitted.created is not None and admitted.created.id == admitted.task_id
+    assert admitted.created.status.state is TaskState.SUBMITTED
+    assert executor.started == [(admitted.task_id, 1)]
+    record = store.get_record(admitted.task_id)
+    assert record is not None and record.owner == "alice"
+
+
+def test_the_same_message_again_is_a_retry_that_writes_and_starts_nothing(
+    store: InMemoryTaskStore,
+) -> None:
+    executor = RecordingExecutor()
+    sender = make_sender(store, executor)
+    first = sender.admit("alice", request())
+    again = sender.admit("alice", request())
+    assert again.retried and again.task_id == first.task_id and again.created is None
+    assert len(executor.started) == 1 and len(store.tasks) == 1
+    # Same messageId, other content: a new message, a new task.
+    other = sender.admit("alice", request(text="something else"))
+    assert not other.retried and other.task_id != first.task_id
+
+
+def test_continuing_an_interrupted_task_starts_its_next_turn(store: InMemoryTaskStore) -> None:
+    executor = RecordingExecutor()
+    sender = make_sender(store, executor)
+    task_id = sender.admit("alice", request()).task_id
+    record = store.get_record(task_id)
+    assert record is not None
+    transition(store, record, TaskState.INPUT_REQUIRED)
+    admitted = sender.admit("alice", request("m2", "more", taskId=task_id))
+    assert admitted.task_id == task_id and admitted.created is None and not admitted.retried
+    assert executor.started[-1] == (task_id, 2)
+    again = sender.admit("alice", request("m2", "more", taskId=task_id))
+    assert again.retried and len(executor.started) == 2
+
+
+def test_a_working_task_refuses_a_new_message(store: InMemoryTaskStore) -> None:
+    sender = make_sender(store, RecordingExecutor())
+    task_id = sender.admit("alice", request()).task_id
+    with pytest.raises(UnsupportedOperationError, match="TASK_STATE_INPUT_REQUIRED"):
+        sender.admit("alice", request("m2", taskId=task_id))
+
+
+def test_refusals_come_before_any_write(store: InMemoryTaskStore) -> None:
+    sender = make_sender(store, RecordingExecutor())
+    agent_said = SendMessageRequest.model_validate(
+        {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}
+    )
+    with pytest.raises(InvalidParamsError):
+        sender.admit("alice", agent_said)
+    image = SendMessageRequest.model_validate(
+        {
+            "message": {
+                "messageId": "m",
+                "role": "ROLE_USER",
+                "parts": [{"raw": "AAAA", "mediaType": "image/png"}],
+            }
+        }
+    )
+    with pytest.raises(ContentTypeNotSupportedError):
+        sender.admit("alice", image)
+    inline_push = SendMessageRequest.model_validate(
+        {
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+            "configuration": {"taskPushNotificationConfig": {"url": "https://hooks.example/"}},
+        }
+    )
+    with pytest.raises(PushNotificationNotSupportedError):
+        sender.admit("alice", inline_push)
+    assert store.tasks == {}
+
+
+def test_a_turn_that_cannot_start_fails_the_task(store: InMemoryTaskStore) -> None:
+    sender = make_sender(store, RecordingExecutor(fail=True))
+    with pytest.raises(RuntimeError):
+        sender.admit("alice", request())
+    (task,) = store.tasks.values()
+    assert task.record.state is TaskState.FAILED
+
+
+def test_accept_message_answers_a_new_task_without_reading_it_back(
+    store: InMemoryTaskStore,
+) -> None:
+    sender = make_sender(store, RecordingExecutor())
+    accepted = sender.accept_message("alice", request())
+    assert not accepted.blocking and accepted.answer is not None
+    assert accepted.answer.task is not None and accepted.answer.task.id == accepted.task_id
+    retried = sender.accept_message("alice", request())
+    assert retried.answer is None  # a retry reads the task as it is now
+    answered = sender.answer(retried).task
+    assert answered is not None and answered.id == accepted.task_id
+
+
+def test_open_message_stream_starts_from_the_new_task_or_a_snapshot(
+    store: InMemoryTaskStore,
+) -> None:
+    sender = make_sender(store, RecordingExecutor())
+    start = sender.open_message_stream("alice", request())
+    assert start.open and start.after_seq == 1 and start.first.task is not None
+    again = sender.open_message_stream("alice", request())
+    assert again.task_id == start.task_id and again.first.task is not None
+    assert again.first.task.status.state is TaskState.SUBMITTED
