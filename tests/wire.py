@@ -5,7 +5,8 @@ bodies (spec §11.7) frame by frame as `StreamResponse`.
 JSON-RPC answers of `POST /` are checked by the version the request selected and the method in
 its body: the envelope, 1.0 results and stream events parsed strictly as protobuf, 0.3 results
 and events validated against the 0.3 JSON schema (with unknown fields refused), and error
-objects with their `google.rpc` details."""
+objects with their `google.rpc` details. 0.3 bodies are also parsed with a2a-sdk's 0.3 compat
+types (`a2a.compat.v0_3`), as 1.0 bodies are with its 1.0 protobuf types."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a import types as a2a_types
+from a2a.compat.v0_3 import types as v03_types
 from google.protobuf import json_format
 from google.protobuf.empty_pb2 import Empty
 from google.protobuf.message import Message as ProtoMessage
@@ -287,7 +289,24 @@ def check_v03(instance: Any, definition: str, *, strict: bool = True) -> Any:
     assert not errors, f"not a 0.3 {definition}: " + "; ".join(
         f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors[:5]
     )
+    parse_v03_sdk(instance, definition, strict=strict)
     return instance
+
+
+V03_SDK_PARSED: list[str] = []
+
+
+def parse_v03_sdk(instance: Any, definition: str, *, strict: bool = True) -> Any:
+    """Parse with a2a-sdk's 0.3 type of that name, as a 0.3 SDK client does. Strict: the
+    parsed object dumps back to exactly the instance (the SDK ignores unknown fields, so a
+    field it would drop or reshape fails here)."""
+    model = getattr(v03_types, definition)
+    parsed = model.model_validate(instance)
+    V03_SDK_PARSED.append(definition)
+    if strict:
+        dumped = parsed.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        assert dumped == instance, f"a2a-sdk 0.3 {definition} reads {dumped}, sent {instance}"
+    return parsed
 
 
 # The JSON-RPC responses checked: (version, method, status, "result" | "error" | "sse" | "").

@@ -2,7 +2,8 @@
 (response streaming) because a blocking send may outlive API Gateway's 29 s buffered limit.
 `run.sh` starts it; `app` is also what the local stack serves."""
 
+from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import web_adapter_app
 from a2a_serverless.bindings.rest import create_app, send_router
 
-app = web_adapter_app(create_app(send_router))
+app = web_adapter_app(create_app(send_router(wiring.get_service())))

@@ -2,8 +2,16 @@
 JSON-RPC bindings on POST / (1.0 and 0.3), under the Lambda Web Adapter (response
 streaming). `run.sh` starts it."""
 
+from a2a_serverless import wiring
 from a2a_serverless.bindings.jsonrpc import jsonrpc_router
 from a2a_serverless.bindings.lambda_adapter import web_adapter_app
 from a2a_serverless.bindings.rest import create_app, stream_router, task_action_router
 
-app = web_adapter_app(create_app(stream_router, task_action_router, jsonrpc_router))
+service = wiring.get_service()
+app = web_adapter_app(
+    create_app(
+        stream_router(service),
+        task_action_router(service),
+        jsonrpc_router(service, wiring.get_push()),
+    )
+)

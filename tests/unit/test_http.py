@@ -10,8 +10,10 @@ from starlette.requests import Request
 from a2a_serverless.bindings.http import (
     A2A_MEDIA_TYPE,
     JSON_MEDIA_TYPE,
+    UnsupportedMediaType,
     negotiated_version,
     principal,
+    require_json_content_type,
     response_media_type,
 )
 from a2a_serverless.core.errors import VersionNotSupportedError
@@ -78,3 +80,33 @@ def test_principal_from_mangum_event_web_adapter_header_or_anonymous() -> None:
     assert principal(_request(header)) == "bob"
     assert principal(_request({"x-amzn-request-context": "not json"})) == "anonymous"
     assert principal(_request()) == "anonymous"
+
+
+def test_version_advice_is_the_interfaces_own() -> None:
+    request = _request({"A2A-Version": "2.0"})
+    advice = "'A2A-Version: 1.0' (or 'A2A-Version: 0.3' for the 0.3 methods)"
+    with pytest.raises(VersionNotSupportedError) as info:
+        negotiated_version(request, ("1.0", "0.3"), "JSON-RPC", advice=advice)
+    assert info.value.message == (
+        f"A2A-Version 2.0 is not supported by the JSON-RPC interface; send the header {advice}"
+    )
+    assert info.value.metadata == {"requested": "2.0", "supported": "1.0,0.3"}
+
+
+@pytest.mark.parametrize(
+    ("content_type", "accepted"),
+    [
+        ("application/json", True),
+        ("application/a2a+json; charset=utf-8", True),
+        ("Application/JSON", True),
+        ("text/plain", False),
+        ("", False),
+    ],
+)
+def test_one_content_type_check(content_type: str, accepted: bool) -> None:
+    request = _request({"Content-Type": content_type} if content_type else {})
+    if accepted:
+        require_json_content_type(request)
+    else:
+        with pytest.raises(UnsupportedMediaType):
+            require_json_content_type(request)

@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from a2a_serverless import observability, wiring
 from a2a_serverless.bindings.lambda_adapter import mangum_handler, web_adapter_app
 from a2a_serverless.bindings.rest import create_app, get_task_router
+from a2a_serverless.core.egress import EgressPolicy
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.models import (
     AuthenticationInfo,
@@ -35,7 +36,6 @@ from a2a_serverless.models import (
 from a2a_serverless.observability import Metric, annotate, emit, invocation, log_context
 from a2a_serverless.push.delivery import DeliveryResult
 from a2a_serverless.push.sender import DeliveryFailed, SenderConfig, WebhookSender
-from a2a_serverless.push.ssrf import EgressPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "tok-4f1b9c-NOTIFICATION"
@@ -326,7 +326,7 @@ def test_requests_with_an_authorization_header_log_no_secret(
     event = json.loads((ROOT / "events" / "get_task.json").read_text())
     event["headers"] = {**(event.get("headers") or {}), **headers}
     event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
-    handler = mangum_handler(create_app(get_task_router))
+    handler = mangum_handler(create_app(get_task_router(wiring.get_service())))
     context = type(
         "Context",
         (),
@@ -337,7 +337,7 @@ def test_requests_with_an_authorization_header_log_no_secret(
             "aws_request_id": str(uuid.uuid4()),
         },
     )()
-    app = web_adapter_app(create_app(get_task_router))
+    app = web_adapter_app(create_app(get_task_router(wiring.get_service())))
 
     async def web_adapter_request() -> int:
         transport = httpx.ASGITransport(app=app)

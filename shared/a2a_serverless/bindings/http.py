@@ -73,8 +73,11 @@ def base_url(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
-def negotiated_version(request: Request, supported: tuple[str, ...], interface: str) -> str:
-    """The A2A-Version (header or query) as Major.Minor; empty means 0.3 (spec §3.6)."""
+def negotiated_version(
+    request: Request, supported: tuple[str, ...], interface: str, advice: str | None = None
+) -> str:
+    """The A2A-Version (header or query) as Major.Minor; empty means 0.3 (spec §3.6).
+    `advice` tells the client which header to send (default: the supported versions)."""
     raw = request.headers.get("a2a-version")
     if raw is None:
         for key, value in request.query_params.items():
@@ -84,7 +87,7 @@ def negotiated_version(request: Request, supported: tuple[str, ...], interface: 
     raw = (raw or "").strip()
     version = "0.3" if not raw else ".".join(raw.split(".")[:2])
     if version not in supported:
-        wanted = " or ".join(f"'A2A-Version: {v}'" for v in supported)
+        wanted = advice or " or ".join(f"'A2A-Version: {v}'" for v in supported)
         raise VersionNotSupportedError(
             f"A2A-Version {raw or '(empty, meaning 0.3)'} is not supported by the {interface} "
             f"interface; send the header {wanted}",
@@ -127,6 +130,13 @@ async def read_body(request: Request) -> bytes:
     return bytes(body)
 
 
+def require_json_content_type(request: Request) -> None:
+    """Refuse a body that is not declared as JSON (HTTP 415 / JSON-RPC -32005)."""
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() not in ACCEPTED_BODY_TYPES:
+        raise UnsupportedMediaType(content_type)
+
+
 async def read_json_body(request: Request, *, required: bool = True) -> dict[str, Any] | None:
     """The request's JSON object body, with media type, size and syntax checked."""
     body = await read_body(request)
@@ -134,9 +144,7 @@ async def read_json_body(request: Request, *, required: bool = True) -> dict[str
         if required:
             raise InvalidRequestError("The request body is empty; send a JSON object")
         return None
-    content_type = request.headers.get("content-type", "")
-    if content_type.split(";")[0].strip().lower() not in ACCEPTED_BODY_TYPES:
-        raise UnsupportedMediaType(content_type)
+    require_json_content_type(request)
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:

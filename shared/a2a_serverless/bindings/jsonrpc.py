@@ -1,9 +1,10 @@
 """The JSON-RPC bindings on `POST /`: A2A 1.0 (spec §9) and 0.3 compatibility.
 
-`A2A-Version` picks the method set (empty means 0.3, spec §3.6); both call the same core
-operations. Every answer is HTTP 200 with a JSON-RPC response, or an SSE stream whose every
-`data:` is a JSON-RPC response wrapping one event. This module is the binding's one error
-mapping.
+`A2A-Version` picks the method set (empty means 0.3, spec §3.6). Each operation has one
+handler; a `Codec` says how the call's version spells params and results (1.0: the models'
+proto-JSON; 0.3: models/v03.py). Every answer is HTTP 200 with a JSON-RPC response, or an SSE
+stream whose every `data:` is a JSON-RPC response wrapping one event. Error codes come from
+core/errors.py's table.
 """
 
 from __future__ import annotations
@@ -16,52 +17,42 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
-from a2a_serverless.bindings import jsonrpc_v03 as v03
+from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
 from a2a_serverless.bindings.http import (
     PayloadTooLarge,
     UnsupportedMediaType,
+    negotiated_version,
     principal,
     read_body,
+    require_json_content_type,
 )
 from a2a_serverless.bindings.keepalive import send_response, wait_settled
-from a2a_serverless.bindings.rest import error_details, invalid_params_from
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
+from a2a_serverless.core.push import PushService
 from a2a_serverless.core.service import A2AService, AcceptedSend, StreamStart
 from a2a_serverless.models import (
+    A2AModel,
     ListTasksRequest,
     SendMessageRequest,
     SendMessageResponse,
     StreamResponse,
+    Task,
     TaskPushNotificationConfig,
+    v03,
 )
-from a2a_serverless.wiring import get_push, get_service
 
 logger = logging.getLogger(__name__)
 
+INTERFACE = "JSON-RPC"
 SUPPORTED_VERSIONS = ("1.0", "0.3")
 PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
+INVALID_REQUEST = errors.ERRORS[errors.InvalidRequestError].jsonrpc_code
 METHOD_NOT_FOUND = -32601
-
-_CODES: dict[type[errors.A2AError], int] = {
-    errors.TaskNotFoundError: -32001,
-    errors.TaskNotCancelableError: -32002,
-    errors.PushNotificationNotSupportedError: -32003,
-    errors.UnsupportedOperationError: -32004,
-    errors.ContentTypeNotSupportedError: -32005,
-    errors.InvalidAgentResponseError: -32006,
-    errors.ExtendedAgentCardNotConfiguredError: -32007,
-    errors.ExtensionSupportRequiredError: -32008,
-    errors.VersionNotSupportedError: -32009,
-    errors.InvalidParamsError: -32602,
-    errors.InvalidRequestError: INVALID_REQUEST,
-    errors.InternalError: -32603,
-}
+INTERNAL_ERROR = errors.ERRORS[errors.InternalError].jsonrpc_code
 
 
 class RpcError(Exception):
@@ -74,47 +65,76 @@ class RpcError(Exception):
         self.reason = reason
 
 
-def _classify(exc: Exception) -> tuple[int, str, str, dict[str, str], list[tuple[str, str]]]:
-    """(code, message, ErrorInfo reason, metadata, field violations) of any failure."""
-    if isinstance(exc, RpcError):
-        return exc.code, exc.message, exc.reason, {}, []
-    if isinstance(exc, errors.A2AError):
-        violations = exc.violations if isinstance(exc, errors.InvalidParamsError) else []
-        return _CODES.get(type(exc), -32603), exc.message, exc.reason, exc.metadata, violations
-    if isinstance(exc, UnsupportedMediaType):
-        error = errors.ContentTypeNotSupportedError
-        message = str(exc).replace("send application/a2a+json or ", "send ")
-        return _CODES[error], message, error.reason, {}, []
-    if isinstance(exc, PayloadTooLarge):
-        return INVALID_REQUEST, str(exc), "INVALID_REQUEST", {}, []
-    logger.exception("unhandled error in a JSON-RPC call")
-    return -32603, "Internal error", "INTERNAL_ERROR", {}, []
-
-
 def error_object(exc: Exception) -> dict[str, Any]:
     """The JSON-RPC error object: code, message, and `google.rpc` details in `data`."""
-    code, message, reason, metadata, violations = _classify(exc)
-    data = error_details(reason, metadata, violations)
+    if isinstance(exc, RpcError):
+        code, message, data = exc.code, exc.message, error_details(exc.reason)
+    elif isinstance(exc, errors.A2AError):
+        code, message = errors.error_row(type(exc)).jsonrpc_code, exc.message
+        data = a2a_error_details(exc)
+    elif isinstance(exc, UnsupportedMediaType):
+        row = errors.ERRORS[errors.ContentTypeNotSupportedError]
+        code, data = row.jsonrpc_code, error_details(row.reason)
+        message = str(exc).replace("send application/a2a+json or ", "send ")
+    elif isinstance(exc, PayloadTooLarge):
+        code, message, data = INVALID_REQUEST, str(exc), error_details("INVALID_REQUEST")
+    else:
+        logger.exception("unhandled error in a JSON-RPC call")
+        code, message, data = INTERNAL_ERROR, "Internal error", error_details("INTERNAL_ERROR")
     return {"code": code, "message": message, "data": data}
 
 
-# -- parameters --------------------------------------------------------------------------------
+# -- parameters and codecs ---------------------------------------------------------------------
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class _TaskIdParams(_Params):
+class _TaskIdParams(A2AModel):
     id: str = Field(min_length=1)
     history_length: int | None = Field(None, ge=0)
 
 
-def _parse(model: type[BaseModel], params: dict[str, Any]) -> Any:
+def _v03_params(params: dict[str, Any], decode: Callable[[dict[str, Any]], Any]) -> Any:
+    """0.3 params translated by the codec; untranslatable ones are InvalidParamsError."""
     try:
-        return model.model_validate(params)
-    except ValidationError as exc:
-        raise invalid_params_from(exc) from None
+        return decode(params)
+    except v03.InvalidParamsError as exc:
+        raise errors.InvalidParamsError(violations=exc.violations) from None
+
+
+def _v03_send_request(params: dict[str, Any]) -> SendMessageRequest:
+    request = validated(SendMessageRequest, _v03_params(params, v03.send_params_from_v03))
+    inline = request.configuration.task_push_notification_config if request.configuration else None
+    if request.configuration is not None and inline is not None:  # a 0.3 receiver's webhook
+        request.configuration.task_push_notification_config = inline.for_payload_version("0.3")
+    return request
+
+
+def _v03_send_result(result: SendMessageResponse) -> Any:
+    return v03.task_to_v03(result.task) if result.task else v03.message_to_v03(result.message)
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How one protocol version spells an operation's params and results."""
+
+    send_request: Callable[[dict[str, Any]], SendMessageRequest]
+    send_result: Callable[[SendMessageResponse], Any]
+    task: Callable[[Task], Any]
+    event: Callable[[StreamResponse], Any]
+
+
+V10 = Codec(
+    send_request=lambda params: validated(SendMessageRequest, params),
+    send_result=SendMessageResponse.wire,
+    task=Task.wire,
+    event=StreamResponse.wire,
+)
+V03 = Codec(
+    send_request=_v03_send_request,
+    send_result=_v03_send_result,
+    task=v03.task_to_v03,
+    event=v03.event_to_v03,
+)
+CODECS = {"1.0": V10, "0.3": V03}
 
 
 @dataclass
@@ -123,7 +143,7 @@ class Call:
     method: str
     params: dict[str, Any]
     owner: str
-    version: str
+    codec: Codec
 
 
 @dataclass
@@ -133,90 +153,94 @@ class Streamed:
 
 @dataclass
 class Waiting:
-    """A SendMessage accepted by core: its result comes after the wait (bindings/keepalive),
-    shaped by `convert` for the call's version."""
+    """A SendMessage accepted by core: its result comes after the wait (bindings/keepalive)."""
 
     accepted: AcceptedSend
-    convert: Callable[[SendMessageResponse], Any]
 
 
-Handler = Callable[[A2AService, Call], Any]
+@dataclass(frozen=True)
+class Services:
+    """What the handlers call."""
+
+    service: A2AService
+    push: PushService
 
 
-def _send(service: A2AService, call: Call) -> Any:
-    request = _parse(SendMessageRequest, call.params)
-    return Waiting(service.accept_message(call.owner, request), SendMessageResponse.wire)
+Handler = Callable[[Services, Call], Any]
 
 
-def _send_streaming(service: A2AService, call: Call) -> Any:
-    request = _parse(SendMessageRequest, call.params)
-    return Streamed(service.open_message_stream(call.owner, request))
+def _send(s: Services, call: Call) -> Any:
+    return Waiting(s.service.accept_message(call.owner, call.codec.send_request(call.params)))
 
 
-def _get_task(service: A2AService, call: Call) -> Any:
-    params = _parse(_TaskIdParams, call.params)
-    return service.get_task(call.owner, params.id, params.history_length).wire()
+def _send_streaming(s: Services, call: Call) -> Any:
+    request = call.codec.send_request(call.params)
+    return Streamed(s.service.open_message_stream(call.owner, request))
 
 
-def _list_tasks(service: A2AService, call: Call) -> Any:
-    return service.list_tasks(call.owner, _parse(ListTasksRequest, call.params)).wire()
+def _get_task(s: Services, call: Call) -> Any:
+    params = validated(_TaskIdParams, call.params)
+    return call.codec.task(s.service.get_task(call.owner, params.id, params.history_length))
 
 
-def _cancel(service: A2AService, call: Call) -> Any:
-    return service.cancel_task(call.owner, _parse(_TaskIdParams, call.params).id).wire()
+def _list_tasks(s: Services, call: Call) -> Any:
+    return s.service.list_tasks(call.owner, validated(ListTasksRequest, call.params)).wire()
 
 
-def _subscribe(service: A2AService, call: Call) -> Any:
-    return Streamed(service.subscribe(call.owner, _parse(_TaskIdParams, call.params).id))
+def _cancel(s: Services, call: Call) -> Any:
+    task_id = validated(_TaskIdParams, call.params).id
+    return call.codec.task(s.service.cancel_task(call.owner, task_id))
 
 
-class _ConfigParams(_Params):
+def _subscribe(s: Services, call: Call) -> Any:
+    return Streamed(s.service.subscribe(call.owner, validated(_TaskIdParams, call.params).id))
+
+
+class _ConfigParams(A2AModel):
     task_id: str = Field(min_length=1)
     id: str = Field(min_length=1)
 
 
-class _TaskConfigsParams(_Params):
+class _TaskConfigsParams(A2AModel):
     task_id: str = Field(min_length=1)
 
 
-def _create_config(service: A2AService, call: Call) -> Any:
-    get_push().require_enabled()
-    config = _parse(TaskPushNotificationConfig, call.params)
+def _create_config(s: Services, call: Call) -> Any:
+    config = validated(TaskPushNotificationConfig, call.params)
     if not config.task_id:
         raise errors.invalid_field("taskId", "is required")
-    return get_push().create(call.owner, config.task_id, config).wire()
+    return s.push.create(call.owner, config.task_id, config).wire()
 
 
-def _get_config(service: A2AService, call: Call) -> Any:
-    get_push().require_enabled()
-    params = _parse(_ConfigParams, call.params)
-    return get_push().get(call.owner, params.task_id, params.id).wire()
+def _get_config(s: Services, call: Call) -> Any:
+    params = validated(_ConfigParams, call.params)
+    return s.push.get(call.owner, params.task_id, params.id).wire()
 
 
-def _list_configs(service: A2AService, call: Call) -> Any:
-    get_push().require_enabled()
-    params = _parse(_TaskConfigsParams, call.params)
-    return get_push().list(call.owner, params.task_id).wire()
+def _list_configs(s: Services, call: Call) -> Any:
+    params = validated(_TaskConfigsParams, call.params)
+    return s.push.list(call.owner, params.task_id).wire()
 
 
-def _delete_config(service: A2AService, call: Call) -> Any:
-    get_push().require_enabled()
-    params = _parse(_ConfigParams, call.params)
-    get_push().delete(call.owner, params.task_id, params.id)
+def _delete_config(s: Services, call: Call) -> Any:
+    params = validated(_ConfigParams, call.params)
+    s.push.delete(call.owner, params.task_id, params.id)
     return {}  # google.protobuf.Empty
 
 
-# 0.3: {taskId, pushNotificationConfig: {id, url, token, authentication: {schemes, credentials}}}
+# 0.3 push configs differ in more than spelling (one config per task, a bare list, no result
+# on delete): their own handlers. Params: {taskId, pushNotificationConfig: {id, url, token,
+# authentication: {schemes, credentials}}}; get/list/delete: {id, pushNotificationConfigId}.
 
 
-def _v03_set_config(service: A2AService, call: Call) -> Any:
-    get_push().require_enabled()
+def _v03_set_config(s: Services, call: Call) -> Any:
     task_id = call.params.get("taskId")
     if not isinstance(task_id, str) or not task_id:
         raise errors.invalid_field("taskId", "is required")
     try:
-        config = _parse(TaskPushNotificationConfig, v03.push_config_from_v03(call.params))
-        created = get_push().create(call.owner, task_id, config.for_payload_version("0.3"))
+        body = _v03_params(call.params, v03.push_config_from_v03)
+        config = validated(TaskPushNotificationConfig, body)
+        created = s.push.create(call.owner, task_id, config.for_payload_version("0.3"))
         return v03.push_config_to_v03(created)
     except errors.InvalidParamsError as exc:  # name the fields as the 0.3 client sent them
         violations = [
@@ -226,36 +250,33 @@ def _v03_set_config(service: A2AService, call: Call) -> Any:
         raise errors.InvalidParamsError(violations=violations, **exc.metadata) from None
 
 
-def _v03_get_config(service: A2AService, call: Call) -> Any:
-    get_push().require_enabled()
-    task_id, config_id = v03.config_ids(call.params)
+def _v03_get_config(s: Services, call: Call) -> Any:
+    task_id, config_id = _v03_params(call.params, v03.config_ids)
     if config_id is None:  # 0.3 allowed one config per task: the first one
-        configs = get_push().list(call.owner, task_id).configs or []
+        configs = s.push.list(call.owner, task_id).configs or []
         if not configs:
             raise errors.TaskNotFoundError(
                 f"Task {task_id} has no push notification config", taskId=task_id
             )
         return v03.push_config_to_v03(configs[0])
-    return v03.push_config_to_v03(get_push().get(call.owner, task_id, config_id))
+    return v03.push_config_to_v03(s.push.get(call.owner, task_id, config_id))
 
 
-def _v03_list_configs(service: A2AService, call: Call) -> Any:
-    get_push().require_enabled()
-    task_id, _ = v03.config_ids(call.params)
-    configs = get_push().list(call.owner, task_id).configs or []
+def _v03_list_configs(s: Services, call: Call) -> Any:
+    task_id, _ = _v03_params(call.params, v03.config_ids)
+    configs = s.push.list(call.owner, task_id).configs or []
     return [v03.push_config_to_v03(c) for c in configs]
 
 
-def _v03_delete_config(service: A2AService, call: Call) -> Any:
-    get_push().require_enabled()
-    task_id, config_id = v03.config_ids(call.params)
+def _v03_delete_config(s: Services, call: Call) -> Any:
+    task_id, config_id = _v03_params(call.params, v03.config_ids)
     if config_id is None:
         raise errors.invalid_field("pushNotificationConfigId", "is required")
-    get_push().delete(call.owner, task_id, config_id)
+    s.push.delete(call.owner, task_id, config_id)
     return None
 
 
-def _no_extended_card(service: A2AService, call: Call) -> Any:
+def _no_extended_card(s: Services, call: Call) -> Any:
     raise errors.UnsupportedOperationError(
         "This agent has no extended agent card (capabilities.extendedAgentCard is false)"
     )
@@ -274,47 +295,11 @@ V10_METHODS: dict[str, Handler] = {
     "DeleteTaskPushNotificationConfig": _delete_config,
     "GetExtendedAgentCard": _no_extended_card,
 }
-
-
-# 0.3 methods: translate params in, results out.
-
-
-def _v03_send_request(call: Call) -> SendMessageRequest:
-    request = _parse(SendMessageRequest, v03.send_params_from_v03(call.params))
-    inline = request.configuration.task_push_notification_config if request.configuration else None
-    if request.configuration is not None and inline is not None:  # a 0.3 receiver's webhook
-        request.configuration.task_push_notification_config = inline.for_payload_version("0.3")
-    return request
-
-
-def _v03_send_result(result: SendMessageResponse) -> Any:
-    return v03.task_to_v03(result.task) if result.task else v03.message_to_v03(result.message)
-
-
-def _v03_send(service: A2AService, call: Call) -> Any:
-    request = _v03_send_request(call)
-    return Waiting(service.accept_message(call.owner, request), _v03_send_result)
-
-
-def _v03_stream(service: A2AService, call: Call) -> Any:
-    request = _v03_send_request(call)
-    return Streamed(service.open_message_stream(call.owner, request))
-
-
-def _v03_get(service: A2AService, call: Call) -> Any:
-    params = _parse(_TaskIdParams, call.params)
-    return v03.task_to_v03(service.get_task(call.owner, params.id, params.history_length))
-
-
-def _v03_cancel(service: A2AService, call: Call) -> Any:
-    return v03.task_to_v03(service.cancel_task(call.owner, _parse(_TaskIdParams, call.params).id))
-
-
 V03_METHODS: dict[str, Handler] = {
-    "message/send": _v03_send,
-    "message/stream": _v03_stream,
-    "tasks/get": _v03_get,
-    "tasks/cancel": _v03_cancel,
+    "message/send": _send,
+    "message/stream": _send_streaming,
+    "tasks/get": _get_task,
+    "tasks/cancel": _cancel,
     "tasks/resubscribe": _subscribe,
     "tasks/pushNotificationConfig/set": _v03_set_config,
     "tasks/pushNotificationConfig/get": _v03_get_config,
@@ -357,19 +342,12 @@ def _method_not_found(method: str, version: str) -> RpcError:
 
 
 def _version(request: Request) -> str:
-    raw = request.headers.get("a2a-version")
-    if raw is None:
-        raw = next((v for k, v in request.query_params.items() if k.lower() == "a2a-version"), None)
-    raw = (raw or "").strip()
-    version = "0.3" if not raw else ".".join(raw.split(".")[:2])
-    if version not in SUPPORTED_VERSIONS:
-        raise errors.VersionNotSupportedError(
-            f"A2A-Version {raw} is not supported by the JSON-RPC interface; send the header "
-            "'A2A-Version: 1.0' (or 'A2A-Version: 0.3' for the 0.3 methods)",
-            requested=raw,
-            supported=",".join(SUPPORTED_VERSIONS),
-        )
-    return version
+    return negotiated_version(
+        request,
+        SUPPORTED_VERSIONS,
+        INTERFACE,
+        advice="'A2A-Version: 1.0' (or 'A2A-Version: 0.3' for the 0.3 methods)",
+    )
 
 
 def _reply(id_: Any, *, result: Any = None, error: Exception | None = None) -> JSONResponse:
@@ -422,20 +400,24 @@ def _detect_id(payload: Any) -> tuple[Any, bool]:
     return id_, True
 
 
-jsonrpc_router = APIRouter()
+def jsonrpc_router(service: A2AService, push: PushService) -> APIRouter:
+    """`POST /`: both JSON-RPC versions, calling `service` and `push`."""
+    services = Services(service, push)
+    router = APIRouter()
+
+    @router.post("/")
+    async def jsonrpc_endpoint(request: Request) -> Response:
+        return await _endpoint(services, request)
+
+    return router
 
 
-@jsonrpc_router.post("/")
-async def jsonrpc_endpoint(request: Request) -> Response:
+async def _endpoint(services: Services, request: Request) -> Response:
     id_: Any = None
     has_id = True  # until the request is known to be a notification, errors are answered
+    service = services.service
     try:
-        content_type = request.headers.get("content-type", "")
-        if content_type.split(";")[0].strip().lower() not in (
-            "application/json",
-            "application/a2a+json",
-        ):
-            raise UnsupportedMediaType(content_type)
+        require_json_content_type(request)
         try:
             payload = json.loads(await read_body(request))
         except (ValueError, UnicodeDecodeError) as exc:
@@ -447,35 +429,33 @@ async def jsonrpc_endpoint(request: Request) -> Response:
         handler = METHODS[version].get(method)
         if handler is None:
             raise _method_not_found(method, version)
-        call = Call(id_, method, params, principal(request), version)
-        service = get_service()
-        result = await run_in_threadpool(handler, service, call)
+        codec = CODECS[version]
+        call = Call(id_, method, params, principal(request), codec)
+        result = await run_in_threadpool(handler, services, call)
         if not has_id and isinstance(result, Waiting):
             # Nothing to keep alive (204 has no body): a blocking notification answers once
             # its task settles, as a blocking call does.
             await wait_settled(service, result.accepted)
     except Exception as exc:  # every failure is a JSON-RPC error object
         if not has_id:
-            _classify(exc)  # logs what must be logged; a notification gets no reply (§4.1)
+            error_object(exc)  # logs what must be logged; a notification gets no reply (§4.1)
             return Response(status_code=204)
         return _reply(id_, error=exc)
     if not has_id:
         return Response(status_code=204)  # a notification: no response (JSON-RPC 2.0 §4.1)
     if isinstance(result, Streamed):
-        convert = v03.event_to_v03 if version == "0.3" else StreamResponse.wire
 
         def render(event: StreamResponse) -> dict[str, Any]:
-            return {"jsonrpc": "2.0", "id": id_, "result": convert(event)}
+            return {"jsonrpc": "2.0", "id": id_, "result": codec.event(event)}
 
         return sse_response(event_frames(service, result.start, render))
     if isinstance(result, Waiting):
-        convert = result.convert
         # A failure during the wait is still an error object with the request's id (after
         # keep-alive bytes as before them: JSON-RPC answers are HTTP 200 either way).
         return await send_response(
             service,
             result.accepted,
-            lambda answer: _reply(id_, result=convert(answer)),
+            lambda answer: _reply(id_, result=codec.send_result(answer)),
             lambda exc: _reply(id_, error=exc),
             media_type="application/json",
         )

@@ -1,4 +1,5 @@
-"""The HTTP+JSON binding (spec §11): routers per function, and its one error mapping."""
+"""The HTTP+JSON binding (spec §11): one router factory per function, given the service
+objects it calls, and the binding's error responses (codes from core/errors.py's table)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
 from a2a_serverless.bindings.http import (
     PayloadTooLarge,
     UnsupportedMediaType,
@@ -26,114 +27,61 @@ from a2a_serverless.bindings.http import (
 from a2a_serverless.bindings.keepalive import send_response
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
+from a2a_serverless.core.card import CardFactory
+from a2a_serverless.core.push import PushService
+from a2a_serverless.core.service import A2AService
 from a2a_serverless.models import (
     A2AModel,
     ListTasksRequest,
     SendMessageRequest,
     StreamResponse,
     TaskPushNotificationConfig,
-    parse_task_state,
 )
-from a2a_serverless.wiring import get_card_factory, get_push, get_service
+from a2a_serverless.observability import RequestScope
 
 logger = logging.getLogger(__name__)
 
 INTERFACE = "HTTP+JSON"
 SUPPORTED_VERSIONS = ("1.0",)
-ERROR_DOMAIN = "a2a-protocol.org"
-
-# Spec §5.4: A2A error -> (HTTP status, google.rpc status name).
-_STATUS: dict[type[errors.A2AError], tuple[int, str]] = {
-    errors.TaskNotFoundError: (404, "NOT_FOUND"),
-    errors.TaskNotCancelableError: (400, "FAILED_PRECONDITION"),
-    errors.PushNotificationNotSupportedError: (400, "FAILED_PRECONDITION"),
-    errors.UnsupportedOperationError: (400, "FAILED_PRECONDITION"),
-    errors.ContentTypeNotSupportedError: (400, "INVALID_ARGUMENT"),
-    errors.InvalidAgentResponseError: (500, "INTERNAL"),
-    errors.ExtendedAgentCardNotConfiguredError: (400, "FAILED_PRECONDITION"),
-    errors.ExtensionSupportRequiredError: (400, "FAILED_PRECONDITION"),
-    errors.VersionNotSupportedError: (400, "FAILED_PRECONDITION"),
-    errors.InvalidParamsError: (400, "INVALID_ARGUMENT"),
-    errors.InvalidRequestError: (400, "INVALID_ARGUMENT"),
-    errors.InternalError: (500, "INTERNAL"),
-}
-
-
-def error_details(
-    reason: str | None,
-    metadata: dict[str, str] | None = None,
-    violations: list[tuple[str, str]] | None = None,
-) -> list[dict[str, Any]]:
-    """The `google.rpc` details of an A2A error: ErrorInfo (and BadRequest), as every binding
-    carries them (HTTP+JSON in `error.details`, JSON-RPC in `error.data`)."""
-    details: list[dict[str, Any]] = []
-    if reason:
-        info: dict[str, Any] = {
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": reason,
-            "domain": ERROR_DOMAIN,
-        }
-        if metadata:
-            info["metadata"] = metadata
-        details.append(info)
-    if violations:
-        details.append(
-            {
-                "@type": "type.googleapis.com/google.rpc.BadRequest",
-                "fieldViolations": [
-                    {"field": field, "description": description}
-                    for field, description in violations
-                ],
-            }
-        )
-    return details
 
 
 def status_body(
-    code: int,
-    status: str,
-    message: str,
-    reason: str | None = None,
-    metadata: dict[str, str] | None = None,
-    violations: list[tuple[str, str]] | None = None,
+    code: int, status: str, message: str, details: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
-    """A google.rpc.Status JSON body with ErrorInfo (and BadRequest) details."""
-    details = error_details(reason, metadata, violations)
+    """A google.rpc.Status JSON body."""
     error: dict[str, Any] = {"code": code, "status": status, "message": message}
     if details:
         error["details"] = details
     return {"error": error}
 
 
-def error_response(request: Request, exc: Exception) -> JSONResponse:
-    media_type = response_media_type(request)
+def _status_and_body(request: Request, exc: Exception) -> tuple[int, dict[str, Any]]:
     if isinstance(exc, errors.A2AError):
-        code, status = _STATUS.get(type(exc), (500, "INTERNAL"))
-        violations = exc.violations if isinstance(exc, errors.InvalidParamsError) else None
-        body = status_body(code, status, exc.message, exc.reason, exc.metadata, violations)
-    elif isinstance(exc, UnsupportedMediaType):
-        code = 415
-        body = status_body(code, "INVALID_ARGUMENT", str(exc), "INVALID_REQUEST")
-    elif isinstance(exc, PayloadTooLarge):
-        code = 413
-        body = status_body(code, "INVALID_ARGUMENT", str(exc), "INVALID_REQUEST")
-    elif isinstance(exc, StarletteHTTPException):
+        row = errors.error_row(type(exc))
+        return row.http_status, status_body(
+            row.http_status, row.grpc_status, exc.message, a2a_error_details(exc)
+        )
+    if isinstance(exc, UnsupportedMediaType | PayloadTooLarge):
+        code = 415 if isinstance(exc, UnsupportedMediaType) else 413
+        return code, status_body(
+            code, "INVALID_ARGUMENT", str(exc), error_details("INVALID_REQUEST")
+        )
+    if isinstance(exc, StarletteHTTPException):
         code = exc.status_code
         if code == 404:
-            body = status_body(
-                404, "NOT_FOUND", f"No operation at {request.url.path}", "METHOD_NOT_FOUND"
-            )
-        elif code == 405:
-            body = status_body(
-                405, "UNIMPLEMENTED", f"{request.method} is not allowed on {request.url.path}"
-            )
-        else:
-            body = status_body(code, "UNKNOWN", str(exc.detail))
-    else:
-        logger.exception("unhandled error on %s %s", request.method, request.url.path)
-        code = 500
-        body = status_body(500, "INTERNAL", "Internal error", "INTERNAL_ERROR")
-    return JSONResponse(body, status_code=code, media_type=media_type)
+            message = f"No operation at {request.url.path}"
+            return 404, status_body(404, "NOT_FOUND", message, error_details("METHOD_NOT_FOUND"))
+        if code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+            return 405, status_body(405, "UNIMPLEMENTED", message)
+        return code, status_body(code, "UNKNOWN", str(exc.detail))
+    logger.exception("unhandled error on %s %s", request.method, request.url.path)
+    return 500, status_body(500, "INTERNAL", "Internal error", error_details("INTERNAL_ERROR"))
+
+
+def error_response(request: Request, exc: Exception) -> JSONResponse:
+    code, body = _status_and_body(request, exc)
+    return JSONResponse(body, status_code=code, media_type=response_media_type(request))
 
 
 def render(request: Request, payload: A2AModel, status_code: int = 200) -> JSONResponse:
@@ -142,27 +90,9 @@ def render(request: Request, payload: A2AModel, status_code: int = 200) -> JSONR
     )
 
 
-def invalid_params_from(exc: ValidationError, prefix: str = "") -> errors.InvalidParamsError:
-    """Pydantic errors as (field path, reason) pairs, e.g. `message.parts[0]`."""
-    violations = []
-    for error in exc.errors():
-        path = prefix
-        for part in error["loc"]:
-            if isinstance(part, int):
-                path += f"[{part}]"
-            elif part not in ("function-after[_exactly_one_content()]",):
-                path += ("." if path else "") + str(part)
-        description = "is required" if error["type"] == "missing" else error["msg"]
-        description = description.removeprefix("Value error, ")
-        violations.append((path or "(body)", description))
-    return errors.InvalidParamsError(violations=violations)
-
-
 def create_app(*routers: APIRouter, title: str = "a2a-serverless") -> FastAPI:
     """A function's app: its routers plus the binding's error mapping, each request in its
     own observability scope (correlation ids, metrics, one log line)."""
-    from a2a_serverless.observability import RequestScope
-
     app = FastAPI(title=title, openapi_url=None, docs_url=None, redoc_url=None)
     app.add_middleware(RequestScope)
     for router in routers:
@@ -190,25 +120,41 @@ def _version(request: Request) -> None:
     negotiated_version(request, SUPPORTED_VERSIONS, INTERFACE)
 
 
+def _versioned_router() -> APIRouter:
+    """A router whose every route first checks A2A-Version (spec §3.6), before the body."""
+    return APIRouter(dependencies=[Depends(_version)])
+
+
 # -- Agent Card ----------------------------------------------------------------------------
 
-card_router = APIRouter()
 
+def card_router(factory: CardFactory) -> APIRouter:
+    router = APIRouter()  # the card is fetched before any version is known
 
-@card_router.get("/.well-known/agent-card.json")
-def get_agent_card(request: Request) -> Response:
-    factory = get_card_factory()
-    card = factory.card_json(base_url(request))
-    etag = factory.etag(card)
-    max_age = factory.settings.agent_card_max_age
-    headers = {
-        "Cache-Control": f"public, max-age={max_age}",
-        "ETag": etag,
-        "Last-Modified": factory.last_modified(),
-    }
-    if _not_modified(request, etag, factory.modified_at):
-        return Response(status_code=304, headers=headers)
-    return JSONResponse(card, headers=headers, media_type="application/json")
+    @router.get("/.well-known/agent-card.json")
+    def get_agent_card(request: Request) -> Response:
+        card = factory.card_json(base_url(request))
+        etag = factory.etag(card)
+        max_age = factory.settings.agent_card_max_age
+        headers = {
+            "Cache-Control": f"public, max-age={max_age}",
+            "ETag": etag,
+            "Last-Modified": factory.last_modified(),
+        }
+        if _not_modified(request, etag, factory.modified_at):
+            return Response(status_code=304, headers=headers)
+        return JSONResponse(card, headers=headers, media_type="application/json")
+
+    extended = _versioned_router()
+
+    @extended.get("/extendedAgentCard")
+    def get_extended_agent_card() -> Response:
+        raise errors.UnsupportedOperationError(
+            "This agent has no extended agent card (capabilities.extendedAgentCard is false)"
+        )
+
+    router.include_router(extended)
+    return router
 
 
 def _not_modified(request: Request, etag: str, modified_at: datetime) -> bool:
@@ -228,188 +174,145 @@ def _not_modified(request: Request, etag: str, modified_at: datetime) -> bool:
     return False
 
 
-@card_router.get("/extendedAgentCard")
-def get_extended_agent_card(request: Request) -> Response:
-    _version(request)
-    raise errors.UnsupportedOperationError(
-        "This agent has no extended agent card (capabilities.extendedAgentCard is false)"
-    )
-
-
-# -- SendMessage ---------------------------------------------------------------------------
-
-send_router = APIRouter()
+# -- SendMessage / SendStreamingMessage ------------------------------------------------------
 
 
 async def _send_request(request: Request) -> SendMessageRequest:
-    body = await read_json_body(request)
-    try:
-        return SendMessageRequest.model_validate(body)
-    except ValidationError as exc:
-        raise invalid_params_from(exc) from None
+    return validated(SendMessageRequest, await read_json_body(request))
 
 
-@send_router.post("/message:send")
-async def send_message(request: Request) -> Response:
-    _version(request)
-    send_request = await _send_request(request)
-    service = get_service()
-    # Refusals raise here, before any wait: their status and body are the usual ones.
-    accepted = await run_in_threadpool(service.accept_message, principal(request), send_request)
-    # A failure during a wait that already sent keep-alive bytes can no longer change the
-    # status: the google.rpc.Status body then comes with HTTP 200 (see bindings/keepalive.py).
-    return await send_response(
-        service,
-        accepted,
-        lambda result: render(request, result),
-        lambda exc: error_response(request, exc),
-        media_type=response_media_type(request),
-    )
+def send_router(service: A2AService) -> APIRouter:
+    router = _versioned_router()
 
+    @router.post("/message:send")
+    async def send_message(request: Request) -> Response:
+        send_request = await _send_request(request)
+        # Refusals raise here, before any wait: their status and body are the usual ones.
+        accepted = await run_in_threadpool(service.accept_message, principal(request), send_request)
+        # A failure during a wait that already sent keep-alive bytes can no longer change the
+        # status: the google.rpc.Status body then comes with HTTP 200 (bindings/keepalive.py).
+        return await send_response(
+            service,
+            accepted,
+            lambda result: render(request, result),
+            lambda exc: error_response(request, exc),
+            media_type=response_media_type(request),
+        )
 
-# -- GetTask / ListTasks -------------------------------------------------------------------
-
-get_task_router = APIRouter()
-
-
-def _int_param(request: Request, name: str) -> int | None:
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise errors.invalid_field(name, f"must be an integer, got {value!r}") from None
-
-
-def _bool_param(request: Request, name: str) -> bool:
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return False
-    lowered = value.lower()
-    if lowered not in ("true", "false", "1", "0"):
-        raise errors.invalid_field(name, f"must be true or false, got {value!r}")
-    return lowered in ("true", "1")
-
-
-def _timestamp_param(request: Request, name: str) -> datetime | None:
-    value = request.query_params.get(name)
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace(" ", "+"))
-    except ValueError:
-        raise errors.invalid_field(
-            name, f"must be an ISO 8601 timestamp such as 2025-11-09T10:30:00Z, got {value!r}"
-        ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-@get_task_router.get("/tasks/{task_id}")
-async def get_task(request: Request, task_id: str) -> Response:
-    _version(request)
-    history_length = _int_param(request, "historyLength")
-    task = await run_in_threadpool(
-        get_service().get_task, principal(request), task_id, history_length
-    )
-    return render(request, task)
-
-
-list_tasks_router = APIRouter()
-
-
-@list_tasks_router.get("/tasks")
-async def list_tasks(request: Request) -> Response:
-    _version(request)
-    status = request.query_params.get("status")
-    try:
-        state = parse_task_state(status) if status else None
-    except ValueError as exc:
-        raise errors.invalid_field("status", str(exc)) from None
-    params = ListTasksRequest(
-        context_id=request.query_params.get("contextId") or None,
-        status=state,
-        page_size=_int_param(request, "pageSize"),
-        page_token=request.query_params.get("pageToken") or None,
-        history_length=_int_param(request, "historyLength"),
-        status_timestamp_after=_timestamp_param(request, "statusTimestampAfter"),
-        include_artifacts=_bool_param(request, "includeArtifacts"),
-    )
-    result = await run_in_threadpool(get_service().list_tasks, principal(request), params)
-    return render(request, result)
-
-
-# -- POST /tasks/{id}:cancel | :subscribe (one gateway route, see ARCHITECTURE §2) --------
-
-task_action_router = APIRouter()
-
-
-@task_action_router.post("/tasks/{task_ref}")
-async def task_action(request: Request, task_ref: str) -> Response:
-    task_id, _, action = task_ref.rpartition(":")
-    if action not in ("cancel", "subscribe") or not task_id:
-        raise StarletteHTTPException(404)
-    _version(request)
-    await read_json_body(request, required=False)
-    service = get_service()
-    if action == "subscribe":
-        # Errors (unknown task, terminal task) surface here, before any stream bytes.
-        start = await run_in_threadpool(service.subscribe, principal(request), task_id)
-        return sse_response(event_frames(service, start, _stream_payload))
-    task = await run_in_threadpool(service.cancel_task, principal(request), task_id)
-    return render(request, task)
-
-
-stream_router = APIRouter()
+    return router
 
 
 def _stream_payload(event: StreamResponse) -> dict[str, Any]:
     return event.wire()
 
 
-@stream_router.post("/message:stream")
-async def send_streaming_message(request: Request) -> Response:
-    _version(request)
-    send_request = await _send_request(request)
-    service = get_service()
-    start = await run_in_threadpool(service.open_message_stream, principal(request), send_request)
-    return sse_response(event_frames(service, start, _stream_payload))
+def stream_router(service: A2AService) -> APIRouter:
+    router = _versioned_router()
+
+    @router.post("/message:stream")
+    async def send_streaming_message(request: Request) -> Response:
+        send_request = await _send_request(request)
+        start = await run_in_threadpool(
+            service.open_message_stream, principal(request), send_request
+        )
+        return sse_response(event_frames(service, start, _stream_payload))
+
+    return router
+
+
+# -- GetTask / ListTasks -------------------------------------------------------------------
+
+
+def get_task_router(service: A2AService) -> APIRouter:
+    router = _versioned_router()
+
+    @router.get("/tasks/{task_id}")
+    async def get_task(request: Request, task_id: str) -> Response:
+        params = _query(request, TaskQuery)
+        task = await run_in_threadpool(
+            service.get_task, principal(request), task_id, params.history_length
+        )
+        return render(request, task)
+
+    return router
+
+
+class TaskQuery(A2AModel):
+    """GetTask's query parameters."""
+
+    history_length: int | None = None
+
+
+def _query(request: Request, model: type[A2AModel]) -> Any:
+    """Query parameters validated by the model the JSON-RPC binding uses for the same call
+    (empty values are absent; a `+` in an unencoded timestamp arrives as a space)."""
+    values = {k: v for k, v in request.query_params.items() if v != ""}
+    if "statusTimestampAfter" in values:
+        values["statusTimestampAfter"] = values["statusTimestampAfter"].replace(" ", "+")
+    return validated(model, values)
+
+
+def list_tasks_router(service: A2AService) -> APIRouter:
+    router = _versioned_router()
+
+    @router.get("/tasks")
+    async def list_tasks(request: Request) -> Response:
+        params = _query(request, ListTasksRequest)
+        result = await run_in_threadpool(service.list_tasks, principal(request), params)
+        return render(request, result)
+
+    return router
+
+
+# -- POST /tasks/{id}:cancel | :subscribe (one gateway route, see ARCHITECTURE §2) --------
+
+
+def task_action_router(service: A2AService) -> APIRouter:
+    # Other actions on the gateway's /tasks/{id} route match nothing here: 404.
+    router = _versioned_router()
+
+    @router.post("/tasks/{task_id}:cancel")
+    async def cancel_task(request: Request, task_id: str) -> Response:
+        await read_json_body(request, required=False)
+        task = await run_in_threadpool(service.cancel_task, principal(request), task_id)
+        return render(request, task)
+
+    @router.post("/tasks/{task_id}:subscribe")
+    async def subscribe(request: Request, task_id: str) -> Response:
+        await read_json_body(request, required=False)
+        # Errors (unknown task, terminal task) surface here, before any stream bytes.
+        start = await run_in_threadpool(service.subscribe, principal(request), task_id)
+        return sse_response(event_frames(service, start, _stream_payload))
+
+    return router
 
 
 # -- Push notification configs -------------------------------------------------------------
 
-push_router = APIRouter()
 
+def push_router(push: PushService) -> APIRouter:
+    router = _versioned_router()
+    configs = "/tasks/{task_id}/pushNotificationConfigs"
 
-@push_router.post("/tasks/{task_id}/pushNotificationConfigs")
-async def create_push_config(request: Request, task_id: str) -> Response:
-    _version(request)
-    get_push().require_enabled()
-    body = await read_json_body(request)
-    try:
-        config = TaskPushNotificationConfig.model_validate(body)
-    except ValidationError as exc:
-        raise invalid_params_from(exc) from None
-    created = await run_in_threadpool(get_push().create, principal(request), task_id, config)
-    return render(request, created)
+    @router.post(configs)
+    async def create_push_config(request: Request, task_id: str) -> Response:
+        config = validated(TaskPushNotificationConfig, await read_json_body(request))
+        created = await run_in_threadpool(push.create, principal(request), task_id, config)
+        return render(request, created)
 
+    @router.get(configs)
+    async def list_push_configs(request: Request, task_id: str) -> Response:
+        result = await run_in_threadpool(push.list, principal(request), task_id)
+        return render(request, result)
 
-@push_router.get("/tasks/{task_id}/pushNotificationConfigs")
-async def list_push_configs(request: Request, task_id: str) -> Response:
-    _version(request)
-    result = await run_in_threadpool(get_push().list, principal(request), task_id)
-    return render(request, result)
+    @router.get(configs + "/{config_id}")
+    async def get_push_config(request: Request, task_id: str, config_id: str) -> Response:
+        config = await run_in_threadpool(push.get, principal(request), task_id, config_id)
+        return render(request, config)
 
+    @router.delete(configs + "/{config_id}")
+    async def delete_push_config(request: Request, task_id: str, config_id: str) -> Response:
+        await run_in_threadpool(push.delete, principal(request), task_id, config_id)
+        return JSONResponse({}, media_type=response_media_type(request))  # protobuf Empty
 
-@push_router.get("/tasks/{task_id}/pushNotificationConfigs/{config_id}")
-async def get_push_config(request: Request, task_id: str, config_id: str) -> Response:
-    _version(request)
-    config = await run_in_threadpool(get_push().get, principal(request), task_id, config_id)
-    return render(request, config)
-
-
-@push_router.delete("/tasks/{task_id}/pushNotificationConfigs/{config_id}")
-async def delete_push_config(request: Request, task_id: str, config_id: str) -> Response:
-    _version(request)
-    await run_in_threadpool(get_push().delete, principal(request), task_id, config_id)
-    return JSONResponse({}, media_type=response_media_type(request))  # google.protobuf.Empty
+    return router

@@ -1,72 +1,68 @@
-"""Domain errors raised by core operations; every binding maps them once."""
+"""Domain errors raised by core operations, and the ONE table that says how each is answered.
+
+Spec §5.4 fixes, per A2A error, its JSON-RPC code, its HTTP status and google.rpc status name,
+and its ErrorInfo reason; every binding (HTTP+JSON, JSON-RPC 1.0 and 0.3) renders from
+`ERRORS`, so the bindings cannot drift apart.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
 class A2AError(Exception):
-    """An A2A protocol error (spec §3.3.2). `reason` is the ErrorInfo reason."""
-
-    reason: str = "INTERNAL_ERROR"
-    default_message: str = "Internal error"
+    """An A2A protocol error (spec §3.3.2); how it is answered is its row in `ERRORS`."""
 
     def __init__(self, message: str | None = None, **metadata: Any) -> None:
-        self.message = message or self.default_message
+        self.message = message or error_row(type(self)).default_message
         self.metadata = {k: str(v) for k, v in metadata.items() if v is not None}
         super().__init__(self.message)
 
+    @property
+    def reason(self) -> str:
+        """The ErrorInfo reason."""
+        return error_row(type(self)).reason
+
 
 class TaskNotFoundError(A2AError):
-    reason = "TASK_NOT_FOUND"
-    default_message = "The specified task ID does not exist or is not accessible"
+    """No such task, or not the caller's (both answer alike: ids do not leak)."""
 
 
 class TaskNotCancelableError(A2AError):
-    reason = "TASK_NOT_CANCELABLE"
-    default_message = "The task is not in a cancelable state"
+    """Cancel on a task that has already settled."""
 
 
 class PushNotificationNotSupportedError(A2AError):
-    reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
-    default_message = "Push notifications are not supported by this agent"
+    """A push operation while push notifications are turned off."""
 
 
 class UnsupportedOperationError(A2AError):
-    reason = "UNSUPPORTED_OPERATION"
-    default_message = "This operation is not supported"
+    """An operation this agent does not offer, or one the task's state forbids."""
 
 
 class ContentTypeNotSupportedError(A2AError):
-    reason = "CONTENT_TYPE_NOT_SUPPORTED"
-    default_message = "A media type in the request is not supported by this agent"
+    """A part or an accepted output mode the flow cannot handle."""
 
 
 class InvalidAgentResponseError(A2AError):
-    reason = "INVALID_AGENT_RESPONSE"
-    default_message = "The agent produced a response that does not conform to the specification"
+    """The flow produced something that is not valid A2A."""
 
 
 class ExtendedAgentCardNotConfiguredError(A2AError):
-    reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
-    default_message = "No extended agent card is configured"
+    """GetExtendedAgentCard without an extended card."""
 
 
 class ExtensionSupportRequiredError(A2AError):
-    reason = "EXTENSION_SUPPORT_REQUIRED"
-    default_message = "A required extension was not declared by the client"
+    """A required extension the client did not declare."""
 
 
 class VersionNotSupportedError(A2AError):
-    reason = "VERSION_NOT_SUPPORTED"
-    default_message = "The requested A2A protocol version is not supported"
+    """An A2A-Version the interface does not speak."""
 
 
 class InvalidParamsError(A2AError):
     """Validation failure; `violations` lists (field, description) pairs."""
-
-    reason = "INVALID_PARAMS"
-    default_message = "Invalid parameters"
 
     def __init__(
         self,
@@ -81,13 +77,98 @@ class InvalidParamsError(A2AError):
 
 
 class InvalidRequestError(A2AError):
-    reason = "INVALID_REQUEST"
-    default_message = "The request is not valid"
+    """A request that is not a valid request at all (empty body, not JSON, wrong shape)."""
 
 
 class InternalError(A2AError):
-    reason = "INTERNAL_ERROR"
-    default_message = "Internal error"
+    """Anything else: the client cannot fix it."""
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    """How one A2A error is answered on every binding (spec §5.4)."""
+
+    jsonrpc_code: int
+    http_status: int
+    grpc_status: str  # google.rpc.Code name: HTTP+JSON's `error.status`
+    reason: str  # google.rpc.ErrorInfo reason
+    default_message: str
+
+
+_PRECONDITION = "FAILED_PRECONDITION"
+_ARGUMENT = "INVALID_ARGUMENT"
+
+ERRORS: dict[type[A2AError], ErrorRow] = {
+    TaskNotFoundError: ErrorRow(
+        -32001,
+        404,
+        "NOT_FOUND",
+        "TASK_NOT_FOUND",
+        "The specified task ID does not exist or is not accessible",
+    ),
+    TaskNotCancelableError: ErrorRow(
+        -32002, 400, _PRECONDITION, "TASK_NOT_CANCELABLE", "The task is not in a cancelable state"
+    ),
+    PushNotificationNotSupportedError: ErrorRow(
+        -32003,
+        400,
+        _PRECONDITION,
+        "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        "Push notifications are not supported by this agent",
+    ),
+    UnsupportedOperationError: ErrorRow(
+        -32004, 400, _PRECONDITION, "UNSUPPORTED_OPERATION", "This operation is not supported"
+    ),
+    ContentTypeNotSupportedError: ErrorRow(
+        -32005,
+        400,
+        _ARGUMENT,
+        "CONTENT_TYPE_NOT_SUPPORTED",
+        "A media type in the request is not supported by this agent",
+    ),
+    InvalidAgentResponseError: ErrorRow(
+        -32006,
+        500,
+        "INTERNAL",
+        "INVALID_AGENT_RESPONSE",
+        "The agent produced a response that does not conform to the specification",
+    ),
+    ExtendedAgentCardNotConfiguredError: ErrorRow(
+        -32007,
+        400,
+        _PRECONDITION,
+        "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        "No extended agent card is configured",
+    ),
+    ExtensionSupportRequiredError: ErrorRow(
+        -32008,
+        400,
+        _PRECONDITION,
+        "EXTENSION_SUPPORT_REQUIRED",
+        "A required extension was not declared by the client",
+    ),
+    VersionNotSupportedError: ErrorRow(
+        -32009,
+        400,
+        _PRECONDITION,
+        "VERSION_NOT_SUPPORTED",
+        "The requested A2A protocol version is not supported",
+    ),
+    InvalidParamsError: ErrorRow(-32602, 400, _ARGUMENT, "INVALID_PARAMS", "Invalid parameters"),
+    InvalidRequestError: ErrorRow(
+        -32600, 400, _ARGUMENT, "INVALID_REQUEST", "The request is not valid"
+    ),
+    InternalError: ErrorRow(-32603, 500, "INTERNAL", "INTERNAL_ERROR", "Internal error"),
+}
+
+
+def error_row(error: type[A2AError]) -> ErrorRow:
+    """The row of an error class; a subclass without its own row answers as its parent, and
+    the bare A2AError as InternalError."""
+    for cls in error.__mro__:
+        if cls in ERRORS:
+            return ERRORS[cls]
+    return ERRORS[InternalError]
 
 
 def invalid_field(field: str, why: str) -> InvalidParamsError:

@@ -1,4 +1,5 @@
-"""A2A 0.3 compatibility: the 0.3 JSON-RPC shapes translated at the edge to the 1.0 model.
+"""A2A 0.3 as a codec: 0.3 JSON <-> the 1.0 models, used by the JSON-RPC binding (0.3 methods)
+and by the webhook sender (0.3 receivers).
 
 0.3 differs in spelling, not meaning: `kind` discriminators (`task`, `message`, `text`,
 `file`, `data`, `status-update`, `artifact-update`), lower-case kebab states, `user`/`agent`
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a_serverless.core.errors import InvalidParamsError
-from a2a_serverless.core.tail import SETTLED_STATES
-from a2a_serverless.models import (
+from a2a_serverless.models.a2a import (
+    INTERRUPTED_STATES,
+    TERMINAL_STATES,
+    A2AModel,
     Artifact,
     Message,
     Part,
@@ -23,6 +25,19 @@ from a2a_serverless.models import (
     TaskStatus,
     format_timestamp,
 )
+
+# A 0.3 status update is `final` when the stream it belongs to ends.
+_FINAL_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+
+
+class InvalidParamsError(ValueError):
+    """0.3 params that cannot be translated; `violations` lists (field, description) pairs
+    (the JSON-RPC binding answers them as an A2A InvalidParamsError)."""
+
+    def __init__(self, violations: list[tuple[str, str]]) -> None:
+        self.violations = violations
+        super().__init__("; ".join(f"{field}: {why}" for field, why in violations))
+
 
 # -- 0.3 -> 1.0 (requests) --------------------------------------------------------------------
 
@@ -170,23 +185,23 @@ def part_to_v03(part: Part) -> dict[str, Any]:
     return converted
 
 
+def _present(model: A2AModel, *fields: str) -> dict[str, Any]:
+    """The named fields of `model` that are set and non-empty, under their wire names (0.3
+    omits empty ones too)."""
+    values = ((type(model).model_fields[f].alias or f, getattr(model, f)) for f in fields)
+    return {key: value for key, value in values if value}
+
+
 def message_to_v03(message: Message) -> dict[str, Any]:
-    converted: dict[str, Any] = {
+    return {
         "kind": "message",
         "messageId": message.message_id,
         "role": "user" if message.role is Role.USER else "agent",
         "parts": [part_to_v03(p) for p in message.parts],
+        **_present(
+            message, "context_id", "task_id", "metadata", "extensions", "reference_task_ids"
+        ),
     }
-    for key, value in (
-        ("contextId", message.context_id),
-        ("taskId", message.task_id),
-        ("metadata", message.metadata),
-        ("extensions", message.extensions),
-        ("referenceTaskIds", message.reference_task_ids),
-    ):
-        if value:
-            converted[key] = value
-    return converted
 
 
 def status_to_v03(status: TaskStatus) -> dict[str, Any]:
@@ -200,19 +215,11 @@ def status_to_v03(status: TaskStatus) -> dict[str, Any]:
 
 
 def artifact_to_v03(artifact: Artifact) -> dict[str, Any]:
-    converted: dict[str, Any] = {
+    return {
         "artifactId": artifact.artifact_id,
         "parts": [part_to_v03(p) for p in artifact.parts],
+        **_present(artifact, "name", "description", "metadata", "extensions"),
     }
-    for key, value in (
-        ("name", artifact.name),
-        ("description", artifact.description),
-        ("metadata", artifact.metadata),
-        ("extensions", artifact.extensions),
-    ):
-        if value:
-            converted[key] = value
-    return converted
 
 
 def task_to_v03(task: Task) -> dict[str, Any]:
@@ -244,7 +251,7 @@ def event_to_v03(event: StreamResponse) -> dict[str, Any]:
             "taskId": update.task_id,
             "contextId": update.context_id,
             "status": status_to_v03(update.status),
-            "final": update.status.state in SETTLED_STATES,
+            "final": update.status.state in _FINAL_STATES,
         }
         if update.metadata:
             converted["metadata"] = update.metadata

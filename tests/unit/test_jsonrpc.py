@@ -1,0 +1,238 @@
+"""JSON-RPC request handling on `POST /` (bindings/jsonrpc.py), without AWS: the envelope, id
+echo, method routing per version, notifications, batch refusal and error rendering, against
+a test double of the service (the e2e suite runs the same binding on the local stack)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from a2a_serverless.bindings.jsonrpc import V03, jsonrpc_router
+from a2a_serverless.bindings.rest import create_app
+from a2a_serverless.core.errors import TaskNotFoundError
+from a2a_serverless.core.service import AcceptedSend
+from a2a_serverless.models import (
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    SendMessageResponse,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from a2a_serverless.models.v03 import task_to_v03
+
+TASK = Task(id="t1", context_id="c1", status=TaskStatus(state=TaskState.WORKING))
+
+
+class StubService:
+    """The few A2AService methods the JSON-RPC binding calls; records each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def get_task(self, owner: str, task_id: str, history_length: int | None = None) -> Task:
+        self.calls.append(("get_task", (owner, task_id, history_length)))
+        if task_id == "boom":
+            raise RuntimeError("a bug, not an A2A error")
+        if task_id != TASK.id:
+            raise TaskNotFoundError(taskId=task_id)
+        return TASK
+
+    def cancel_task(self, owner: str, task_id: str) -> Task:
+        self.calls.append(("cancel_task", task_id))
+        return TASK
+
+    def list_tasks(self, owner: str, params: ListTasksRequest) -> ListTasksResponse:
+        self.calls.append(("list_tasks", params))
+        return ListTasksResponse(tasks=[TASK], next_page_token="", page_size=50, total_size=1)
+
+    def accept_message(self, owner: str, request: SendMessageRequest) -> AcceptedSend:
+        self.calls.append(("accept_message", request))
+        # Not blocking, answer known: the binding answers at once (no wait, no log reads).
+        return AcceptedSend(owner, TASK.id, 0, None, False, SendMessageResponse(task=TASK))
+
+    def answer(self, accepted: AcceptedSend) -> SendMessageResponse:
+        assert accepted.answer is not None
+        return accepted.answer
+
+
+class StubPush:
+    def __init__(self) -> None:
+        self.deleted: list[tuple[str, str]] = []
+
+    def delete(self, owner: str, task_id: str, config_id: str) -> None:
+        self.deleted.append((task_id, config_id))
+
+
+@pytest.fixture
+def service() -> StubService:
+    return StubService()
+
+
+@pytest.fixture
+def push() -> StubPush:
+    return StubPush()
+
+
+@pytest.fixture
+def post(service: StubService, push: StubPush) -> Any:
+    app = create_app(jsonrpc_router(service, push))  # type: ignore[arg-type]
+
+    def post(
+        body: Any, *, version: str | None = "1.0", content_type: str = "application/json"
+    ) -> httpx.Response:
+        headers = {"Content-Type": content_type}
+        if version is not None:
+            headers["A2A-Version"] = version
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+
+        async def call() -> httpx.Response:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                return await client.post("/", content=content, headers=headers)
+
+        return asyncio.run(call())
+
+    return post
+
+
+def rpc(method: str, params: Any = None, id_: Any = 1) -> dict[str, Any]:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": id_}
+    if params is not None:
+        body["params"] = params
+    return body
+
+
+def error_of(response: httpx.Response, code: int) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    error = response.json()["error"]
+    assert error["code"] == code, error
+    return error
+
+
+def reason(error: dict[str, Any]) -> str:
+    return next(d["reason"] for d in error["data"] if d["@type"].endswith("ErrorInfo"))
+
+
+@pytest.mark.parametrize("id_", [1, "req-7", 2.5, None])
+def test_result_envelope_echoes_the_id(post: Any, id_: Any) -> None:
+    response = post(rpc("GetTask", {"id": "t1"}, id_))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"jsonrpc": "2.0", "id": id_, "result": TASK.wire()}
+
+
+def test_params_reach_the_operation(post: Any, service: StubService) -> None:
+    post(rpc("GetTask", {"id": "t1", "historyLength": 3}))
+    post(rpc("ListTasks", {"contextId": "c1", "status": "TASK_STATE_WORKING"}))
+    assert service.calls[0] == ("get_task", ("anonymous", "t1", 3))
+    listed = service.calls[1][1]
+    assert (listed.context_id, listed.status) == ("c1", TaskState.WORKING)
+
+
+def test_the_version_picks_the_method_set_and_the_codec(post: Any) -> None:
+    v03 = post(rpc("tasks/get", {"id": "t1"}), version=None).json()
+    assert v03["result"] == task_to_v03(TASK) and v03["result"]["kind"] == "task"
+    assert post(rpc("tasks/cancel", {"id": "t1"}), version="0.3").json()["result"]["kind"] == "task"
+
+    wrong = error_of(post(rpc("GetTask", {"id": "t1"}), version=None), -32601)
+    assert "A2A-Version: 1.0" in wrong["message"] and "tasks/get" in wrong["message"]
+    wrong = error_of(post(rpc("tasks/get", {"id": "t1"})), -32601)
+    assert "GetTask" in wrong["message"]
+    unknown = error_of(post(rpc("tasks/list")), -32601)
+    assert reason(unknown) == "METHOD_NOT_FOUND" and "SendMessage" in unknown["message"]
+
+
+def test_send_message_result_in_each_version(post: Any) -> None:
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    sent = post(rpc("SendMessage", {"message": message})).json()
+    assert sent["result"] == {"task": TASK.wire()}
+    message03 = {"kind": "message", "messageId": "m1", "role": "user", "parts": []}
+    message03["parts"] = [{"kind": "text", "text": "hi"}]
+    sent03 = post(rpc("message/send", {"message": message03}), version=None).json()
+    assert sent03["result"] == task_to_v03(TASK)
+
+
+def test_push_operations_reach_the_push_service(post: Any, push: StubPush) -> None:
+    deleted = post(rpc("DeleteTaskPushNotificationConfig", {"taskId": "t1", "id": "c1"}))
+    assert deleted.json()["result"] == {}
+    params03 = {"id": "t1", "pushNotificationConfigId": "c2"}
+    deleted03 = post(rpc("tasks/pushNotificationConfig/delete", params03), version="0.3")
+    assert "result" in deleted03.json() and deleted03.json()["result"] is None
+    assert push.deleted == [("t1", "c1"), ("t1", "c2")]
+
+
+def test_a_notification_runs_and_gets_no_answer(post: Any, service: StubService) -> None:
+    body = rpc("CancelTask", {"id": "t1"})
+    del body["id"]
+    response = post(body)
+    assert (response.status_code, response.content) == (204, b"")
+    assert service.calls == [("cancel_task", "t1")]
+    failing = rpc("GetTask", {"id": "nope"})
+    del failing["id"]
+    assert post(failing).status_code == 204
+
+
+def test_batches_are_refused(post: Any) -> None:
+    response = post([rpc("GetTask", {"id": "t1"}), rpc("GetTask", {"id": "t1"}, 2)])
+    error = error_of(response, -32600)
+    assert response.json()["id"] is None and "Batch" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "id_"),
+    [
+        (b"{not json", -32700, None),
+        ({"jsonrpc": "1.0", "method": "GetTask", "id": 4}, -32600, 4),
+        ({"jsonrpc": "2.0", "method": "", "id": "x"}, -32600, "x"),
+        ({"jsonrpc": "2.0", "method": "GetTask", "params": [1], "id": 5}, -32600, 5),
+        ({"jsonrpc": "2.0", "method": "GetTask", "id": True}, -32600, None),
+    ],
+)
+def test_invalid_requests(post: Any, body: Any, code: int, id_: Any) -> None:
+    response = post(body)
+    error_of(response, code)
+    assert response.json()["id"] == id_
+
+
+def test_a2a_errors_are_rendered_from_the_table(post: Any) -> None:
+    missing = error_of(post(rpc("GetTask", {"id": "nope"}, "q")), -32001)
+    assert reason(missing) == "TASK_NOT_FOUND"
+    info = next(d for d in missing["data"] if d["@type"].endswith("ErrorInfo"))
+    assert info == {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": "TASK_NOT_FOUND",
+        "domain": "a2a-protocol.org",
+        "metadata": {"taskId": "nope"},
+    }
+    invalid = error_of(post(rpc("GetTask", {"historyLength": -1})), -32602)
+    bad = next(d for d in invalid["data"] if d["@type"].endswith("BadRequest"))
+    assert [v["field"] for v in bad["fieldViolations"]] == ["id", "historyLength"]
+
+
+def test_version_content_type_and_unexpected_failures(post: Any) -> None:
+    unsupported = post(rpc("GetTask", {"id": "t1"}, 9), version="2.0")
+    assert unsupported.json()["id"] == 9  # checked once the id is known
+    assert reason(error_of(unsupported, -32009)) == "VERSION_NOT_SUPPORTED"
+    text = error_of(post(rpc("GetTask", {"id": "t1"}), content_type="text/plain"), -32005)
+    assert text["message"].endswith("send application/json")
+    internal = error_of(post(rpc("GetTask", {"id": "boom"})), -32603)
+    assert internal["message"] == "Internal error" and "bug" not in json.dumps(internal)
+
+
+def test_a_message_result_in_0_3_is_a_0_3_message() -> None:
+    message = Message(message_id="m", role=Role.AGENT, parts=[Part(text="hello")])
+    assert V03.send_result(SendMessageResponse(message=message)) == {
+        "kind": "message",
+        "messageId": "m",
+        "role": "agent",
+        "parts": [{"kind": "text", "text": "hello"}],
+    }
