@@ -6,7 +6,10 @@ shared and noisy): request latency against GET agent card (no AWS calls), import
 (moto reports none, so sizes are computed from the items written and read), Lambda invocations,
 Step Functions state transitions and API requests per task.
 
-Usage: scripts/bench [--requests N] [--concurrency C] [--json FILE]
+Usage: scripts/bench [--requests N] [--concurrency C] [--json FILE] [--write-docs]
+
+--write-docs also measures SSE emit→receive latency (the e2e latency test, on its own
+`scripts/dev` server) and writes docs/stream-latency.md; nothing else writes that page.
 """
 
 from __future__ import annotations
@@ -79,6 +82,19 @@ def cold_start() -> dict[str, Any]:
             "ratio_vs_boto3": round(seconds / baseline, 2),
         }
     return {"baseline_import_boto3_ms": round(baseline * 1000, 1), "functions": rows}
+
+
+# -- SSE latency page ----------------------------------------------------------------------------
+
+LATENCY_TEST = "tests/e2e/test_streaming.py::test_event_latency_emit_to_receive"
+LATENCY_DOC = ROOT / "docs" / "stream-latency.md"
+
+
+def write_latency_doc() -> int:
+    """Run the e2e latency test with its page pointed at docs/ (its exit code)."""
+    env = {**os.environ, "A2A_STREAM_LATENCY_DOC": str(LATENCY_DOC)}
+    command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", LATENCY_TEST]
+    return subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
 
 
 # -- latency, throughput and units -------------------------------------------------------------
@@ -271,6 +287,9 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--skip-cold-start", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--write-docs", action="store_true", help=f"also measure and write {LATENCY_DOC}"
+    )
     args = parser.parse_args()
     report: dict[str, Any] = {}
     if not args.skip_cold_start:
@@ -280,6 +299,8 @@ def main() -> int:
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
+    if args.write_docs:
+        return write_latency_doc()
     return 0
 
 

@@ -19,60 +19,31 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
 from a2a.client import Client, ClientConfig, create_client
 
 from tests import wire
+from tests.e2e.coverage import (
+    CARD_PATH,
+    CHECK_FAILURES,
+    SEEN,
+    Observed,
+    Seen,
+    coverage_problems,
+    operation,
+)
+
+# Names the e2e modules import from here.
+__all__ = ["CARD_PATH", "CHECK_FAILURES", "SEEN", "Seen", "operation"]
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_SCRIPT = ROOT / "scripts" / "dev"
-CARD_PATH = "/.well-known/agent-card.json"
 STARTUP_TIMEOUT_SECONDS = 60.0
 SHUTDOWN_TIMEOUT_SECONDS = 10.0
 LOCAL_PRINCIPAL_HEADER = "X-Local-Principal"
-COVERAGE_TEST = "test_every_operation_was_strictly_checked"
-
-
-@dataclass
-class Seen:
-    """One response the suite saw and checked."""
-
-    source: str  # "sdk" (a2a-sdk client) or "raw" (the suite's own httpx requests)
-    method: str
-    path: str
-    status: int
-    rpc: str | None = None  # "<version> <method>" of a JSON-RPC call on POST /
-
-
-# Every response any e2e client received, and every strict-check failure (kept even if some
-# caller swallowed the exception raised by the hook).
-SEEN: list[Seen] = []
-CHECK_FAILURES: list[str] = []
-
-
-def operation(method: str, path: str) -> str:
-    """The A2A operation (or route family) a request addressed."""
-    path = path.split("?")[0]
-    if path == CARD_PATH:
-        return "GetAgentCard"
-    if method == "POST" and path == "/message:send":
-        return "SendMessage"
-    if method == "POST" and path == "/message:stream":
-        return "SendStreamingMessage"
-    if method == "GET" and path == "/tasks":
-        return "ListTasks"
-    if path.startswith("/tasks/") and "/pushNotificationConfigs" in path:
-        return "PushNotificationConfig"
-    if method == "GET" and path.startswith("/tasks/"):
-        return "GetTask"
-    if method == "POST" and path.startswith("/tasks/") and path.endswith(":cancel"):
-        return "CancelTask"
-    if method == "POST" and path.startswith("/tasks/") and path.endswith(":subscribe"):
-        return "SubscribeToTask"
-    return "Other"
 
 
 def rpc_request_of(request: httpx.Request) -> wire.RpcRequest | None:
@@ -342,10 +313,25 @@ def dev_server_running(
         assert "local stack stopped" in server.output(), server.output()
 
 
-@pytest.fixture(scope="session")
-def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    with dev_server_running(tmp_path_factory.mktemp("dev-server")) as server:
-        yield server
+def server_fixture(
+    name: str,
+    *,
+    args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    scope: Literal["session", "module"] = "module",
+) -> Any:
+    """A fixture running `scripts/dev` with these settings for the module (or session); its
+    log goes to a temporary folder called `name`."""
+
+    @pytest.fixture(scope=scope)
+    def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+        with dev_server_running(tmp_path_factory.mktemp(name), args=args, env=env) as made:
+            yield made
+
+    return server
+
+
+dev_server = server_fixture("dev-server", scope="session")
 
 
 @pytest.fixture
@@ -357,19 +343,32 @@ def new_principal(prefix: str = "user") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
+class ClientPool:
+    """Checked sync clients a fixture opens, closed together when it ends."""
+
+    def __init__(self) -> None:
+        self.clients: list[httpx.Client] = []
+
+    def open(self, base_url: str, principal: str | None, version: str | None) -> httpx.Client:
+        client = checked_client(base_url, principal=principal, version=version)
+        self.clients.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+
+
 @pytest.fixture
 def raw(base_url: str) -> Iterator[Callable[..., httpx.Client]]:
     """Factory of checked sync clients: raw(principal=..., version=...)."""
-    clients: list[httpx.Client] = []
+    pool = ClientPool()
 
     def make(principal: str | None = None, version: str | None = "1.0") -> httpx.Client:
-        client = checked_client(base_url, principal=principal, version=version)
-        clients.append(client)
-        return client
+        return pool.open(base_url, principal, version)
 
     yield make
-    for client in clients:
-        client.close()
+    pool.close()
 
 
 @pytest.fixture
@@ -427,8 +426,56 @@ async def streaming_agent(base_url: str) -> AsyncIterator[Agent]:
         yield made
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The closing coverage test runs after every other test."""
-    last = [item for item in items if item.name == COVERAGE_TEST]
-    rest = [item for item in items if item.name != COVERAGE_TEST]
-    items[:] = rest + last
+# -- the closing coverage check -------------------------------------------------------------
+#
+# Runs when the session ends, after every test wherever it was ordered, and only when every
+# e2e test was collected, selected and run (with part of the suite the counts say nothing).
+
+_E2E = Path(__file__).parent
+_COVERAGE = pytest.StashKey[list[str]]()
+_E2E_DESELECTED = pytest.StashKey[bool]()
+_RUN_NODEIDS: set[str] = set()
+
+
+def _is_e2e(item: pytest.Item) -> bool:
+    return Path(str(item.path)).parent == _E2E
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if any(_is_e2e(item) for item in items):
+        items[0].config.stash[_E2E_DESELECTED] = True
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "teardown":  # the test ran to its end, whatever its outcome
+        _RUN_NODEIDS.add(report.nodeid)
+
+
+def _whole_suite_ran(session: pytest.Session) -> bool:
+    items = [item for item in session.items if _is_e2e(item)]
+    modules = {p.name for p in _E2E.glob("test_*.py")}
+    return (
+        modules <= {item.path.name for item in items}
+        and not session.config.stash.get(_E2E_DESELECTED, False)
+        and {item.nodeid for item in items} <= _RUN_NODEIDS
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session when the whole e2e suite ran but some operation was never strictly
+    checked (the problems are listed in the terminal summary)."""
+    if not _whole_suite_ran(session):
+        return
+    problems = coverage_problems(Observed.current())
+    session.config.stash[_COVERAGE] = problems
+    if problems and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    problems = terminalreporter.config.stash.get(_COVERAGE, None)
+    if problems is None:
+        return
+    terminalreporter.section("e2e wire coverage", red=bool(problems), green=not problems)
+    for line in problems or [f"every operation strictly checked ({len(SEEN)} responses)"]:
+        terminalreporter.write_line(line)

@@ -1,6 +1,7 @@
 """Flows served only by e2e test servers (`scripts/dev --flow tests.e2e.flows_for_tests:timed`).
 
-Imported by the dev server's flow worker, so it depends on the project's flow API only.
+Imported by the dev server's flow worker, so it depends on the project's flow API (and the
+plain builders of tests/helpers.py) only.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import time
 
 from a2a_serverless.flows import Outcome, StepContext
+from tests.helpers import artifact_chunk
 
 TIMED_CHUNKS = 60
 TIMED_INTERVAL_SECONDS = 0.1
@@ -19,12 +21,6 @@ def timed(ctx: StepContext) -> Outcome:
     epoch), so a client on the same machine can measure emit→receive latency."""
     for index in range(TIMED_CHUNKS):
         time.sleep(TIMED_INTERVAL_SECONDS)
-        ctx.artifact(
-            f"{index} ",
-            artifact_id="timed",
-            name="timed",
-            append=index > 0,
-            last_chunk=index == TIMED_CHUNKS - 1,
-            metadata={"emittedAt": time.time(), "index": index},
-        )
+        stamp = {"emittedAt": time.time(), "index": index}
+        artifact_chunk(ctx, "timed", f"{index} ", index, TIMED_CHUNKS, metadata=stamp)
     return Outcome.completed()

@@ -15,10 +15,11 @@ from typing import Any
 
 import httpx
 from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
-from a2a.types import AgentCard
+from a2a.types import AgentCard, TaskState
 
 from tests import wire
 from tests.e2e.conftest import checked_async_client, new_principal
+from tests.helpers import user_message
 
 # The 0.3 JSON-RPC request definition of each 0.3 method (schema `definitions`).
 V03_REQUESTS = {
@@ -157,20 +158,29 @@ def wait_state(
         time.sleep(0.1)
 
 
+def pending_then(
+    client: httpx.Client, method: str, task: dict[str, Any], pending: set[str], state: str
+) -> dict[str, Any]:
+    """A task just sent without blocking: in one of the `pending` states, then (polled with
+    `method`) in `state`."""
+    assert task["status"]["state"] in pending, task
+    return wait_state(client, method, task["id"], {state})
+
+
+# The terminal states, as the a2a-sdk types name them.
+TERMINAL = {
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+}
+
+
 # -- message builders --------------------------------------------------------------------------
 
 
 def msg10(text: str, *, task_id: str | None = None, context_id: str | None = None) -> dict:
-    message: dict[str, Any] = {
-        "role": "ROLE_USER",
-        "messageId": f"m-{uuid.uuid4().hex}",
-        "parts": [{"text": text}],
-    }
-    if task_id:
-        message["taskId"] = task_id
-    if context_id:
-        message["contextId"] = context_id
-    return message
+    return user_message(text, task_id=task_id, context_id=context_id)
 
 
 def msg03(text: str, *, task_id: str | None = None, context_id: str | None = None) -> dict:

@@ -45,12 +45,6 @@ from tests.e2e.conftest import SEEN, checked_client, new_principal
 
 pytestmark = pytest.mark.e2e
 
-TERMINAL = {
-    TaskState.TASK_STATE_COMPLETED,
-    TaskState.TASK_STATE_FAILED,
-    TaskState.TASK_STATE_CANCELED,
-    TaskState.TASK_STATE_REJECTED,
-}
 TRANSPORTS = {
     "JSONRPC 1.0": JsonRpcTransport,
     "HTTP+JSON 1.0": RestTransport,
@@ -103,7 +97,7 @@ async def settle(agent: rpc.SdkAgent, task_id: str, timeout: float = 20.0) -> Ta
     deadline = time.monotonic() + timeout
     while True:
         task = await agent.client.get_task(GetTaskRequest(id=task_id))
-        if task.status.state in TERMINAL:
+        if task.status.state in rpc.TERMINAL:
             return task
         assert time.monotonic() < deadline, task
         await asyncio.sleep(0.1)
@@ -306,8 +300,8 @@ def test_send_message_blocking_exact_frame(c: httpx.Client) -> None:
 
 def test_send_non_blocking_then_get_task_polling(c: httpx.Client) -> None:
     task = send10(c, "later [slow=0.5]", returnImmediately=True)
-    assert task["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"), task
-    done = rpc.wait_state(c, "GetTask", task["id"], {"TASK_STATE_COMPLETED"})
+    pending = {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
+    done = rpc.pending_then(c, "GetTask", task, pending, "TASK_STATE_COMPLETED")
     assert rpc.text10(done) == "Echo: later [slow=0.5]"
     short = rpc.result(c, "GetTask", {"id": task["id"], "historyLength": 0})
     assert "history" not in short and short["id"] == task["id"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -19,13 +19,8 @@ from google.protobuf import json_format
 
 from tests import wire
 from tests.e2e import rpc
-from tests.e2e.conftest import (
-    CARD_PATH,
-    DevServer,
-    checked_client,
-    dev_server_running,
-    new_principal,
-)
+from tests.e2e.conftest import DevServer, checked_client, new_principal, server_fixture
+from tests.e2e.coverage import CARD_PATH
 
 pytestmark = pytest.mark.e2e
 
@@ -68,8 +63,7 @@ def test_message_send_with_explicit_blocking_true(c: httpx.Client) -> None:
 
 def test_message_send_non_blocking_then_tasks_get(c: httpx.Client) -> None:
     task = send03(c, "later [slow=0.5]", blocking=False)
-    assert task["status"]["state"] in ("submitted", "working"), task
-    done = rpc.wait_state(c, "tasks/get", task["id"], {"completed"})
+    done = rpc.pending_then(c, "tasks/get", task, {"submitted", "working"}, "completed")
     assert rpc.text03(done) == "Echo: later [slow=0.5]"
     short = rpc.result(c, "tasks/get", {"id": task["id"], "historyLength": 1})
     assert len(short["history"]) == 1
@@ -359,12 +353,7 @@ def test_card_declares_three_interfaces_strict_1_0(
     wire.parse_strict(response.content, a2a_types.AgentCard)
 
 
-@pytest.fixture(scope="module")
-def v03_card_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    with dev_server_running(
-        tmp_path_factory.mktemp("dev-v03-card"), env={"AGENT_CARD_V03_FIELDS": "true"}
-    ) as server:
-        yield server
+v03_card_server = server_fixture("dev-v03-card", env={"AGENT_CARD_V03_FIELDS": "true"})
 
 
 def test_card_with_v03_fields_lets_0_3_clients_discover_us(v03_card_server: DevServer) -> None:

@@ -32,12 +32,13 @@ from a2a import types as a2a_types
 from tests import wire
 from tests.e2e import rpc
 from tests.e2e.conftest import (
-    CARD_PATH,
+    ClientPool,
     DevServer,
     checked_client,
-    dev_server_running,
     new_principal,
+    server_fixture,
 )
+from tests.e2e.coverage import CARD_PATH
 
 pytestmark = pytest.mark.e2e
 
@@ -172,6 +173,13 @@ class Receiver:
                 assert left > 0, f"{what}: not within {timeout} s; got {self.requests}"
                 self.changed.wait(min(left, 0.5))
 
+    def wait_chunk(self, name: str) -> None:
+        """Until `name` has acknowledged an artifact chunk."""
+        self.wait_for(
+            f"a chunk at {name}",
+            lambda: any("artifactUpdate" in e for e in self.events(name)),
+        )
+
     def wait_terminal(self, name: str, timeout: float = DELIVERY_TIMEOUT) -> list[dict[str, Any]]:
         """The acknowledged events of `name` once one of them is a terminal status."""
         self.wait_for(
@@ -192,31 +200,13 @@ def receiver() -> Iterator[Receiver]:
 # -- the agents ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def push_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    # Queued retries back off 1 s, 2 s, 4 s... instead of 5 s, 10 s...
-    with dev_server_running(
-        tmp_path_factory.mktemp("push-server"), env={"PUSH_RETRY_BASE_SECONDS": "1"}
-    ) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    """The production egress policy: no http, no allow-listed loopback."""
-    with dev_server_running(
-        tmp_path_factory.mktemp("push-strict"),
-        args=("--param", "PushAllowHttp=false", "--param", "PushAllowHosts="),
-    ) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def disabled_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    with dev_server_running(
-        tmp_path_factory.mktemp("push-disabled"), env={"PUSH_NOTIFICATIONS": "false"}
-    ) as server:
-        yield server
+# Queued retries back off 1 s, 2 s, 4 s... instead of 5 s, 10 s...
+push_server = server_fixture("push-server", env={"PUSH_RETRY_BASE_SECONDS": "1"})
+# The production egress policy: no http, no allow-listed loopback.
+strict_server = server_fixture(
+    "push-strict", args=("--param", "PushAllowHttp=false", "--param", "PushAllowHosts=")
+)
+disabled_server = server_fixture("push-disabled", env={"PUSH_NOTIFICATIONS": "false"})
 
 
 Connect = Callable[..., httpx.Client]
@@ -226,20 +216,21 @@ Connect = Callable[..., httpx.Client]
 def connect() -> Iterator[Connect]:
     """connect(server, principal=None, version="1.0"): a checked client, for a fresh principal
     unless one is given."""
-    clients: list[httpx.Client] = []
+    pool = ClientPool()
 
     def make(
         server: DevServer, principal: str | None = None, version: str | None = "1.0"
     ) -> httpx.Client:
-        client = checked_client(
-            server.base_url, principal=principal or new_principal("push"), version=version
-        )
-        clients.append(client)
-        return client
+        return pool.open(server.base_url, principal or new_principal("push"), version)
 
     yield make
-    for client in clients:
-        client.close()
+    pool.close()
+
+
+@pytest.fixture
+def c(push_server: DevServer, connect: Connect) -> httpx.Client:
+    """A checked client of the push server, for a fresh principal."""
+    return connect(push_server)
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -370,8 +361,7 @@ def assert_log_shape(events: list[dict[str, Any]], task: dict[str, Any], text: s
 # -- 1. CRUD over REST ---------------------------------------------------------------------------
 
 
-def test_config_crud_over_rest(push_server: DevServer, connect: Connect) -> None:
-    c = connect(push_server)
+def test_config_crud_over_rest(c: httpx.Client) -> None:
     task = send(c, "for push configs")  # completed: no event will ever be delivered
     configs = f"/tasks/{task['id']}/pushNotificationConfigs"
     hook = "http://127.0.0.1:9/hook?route=a"
@@ -465,13 +455,11 @@ def test_configs_of_unknown_and_foreign_tasks_are_not_found(
     ids=["ftp", "no-url", "empty-url", "space", "port-0", "userinfo", "empty-id", "task", "auth"],
 )
 def test_invalid_configs_are_refused_without_secrets(
-    push_server: DevServer,
-    connect: Connect,
+    c: httpx.Client,
     config: dict[str, Any],
     field: str,
     description: str,
 ) -> None:
-    c = connect(push_server)
     task = send(c, "for bad configs")
     configs = f"/tasks/{task['id']}/pushNotificationConfigs"
     body = {"token": TOKEN, "authentication": AUTH, **config}
@@ -488,9 +476,8 @@ def test_invalid_configs_are_refused_without_secrets(
 
 
 def test_inline_config_delivers_the_event_log_with_its_credentials(
-    push_server: DevServer, connect: Connect, receiver: Receiver
+    c: httpx.Client, receiver: Receiver
 ) -> None:
-    c = connect(push_server)
     text = "push me [slow=1.5]"
     url = receiver.url("inline") + "?route=a%20b&x=1"
     inline = {"url": url, "token": TOKEN, "authentication": AUTH}
@@ -533,15 +520,12 @@ def test_inline_config_delivers_the_event_log_with_its_credentials(
 
 
 def test_config_created_on_a_running_task_gets_the_later_events(
-    push_server: DevServer, connect: Connect, receiver: Receiver
+    c: httpx.Client, receiver: Receiver
 ) -> None:
-    c = connect(push_server)
     text = "late config [slow=2]"
     task = start(c, text, taskPushNotificationConfig={"url": receiver.url("all")})
     # Once some events went out, add a second webhook (no token, no authentication).
-    receiver.wait_for(
-        "first chunk", lambda: any("artifactUpdate" in e for e in receiver.events("all"))
-    )
+    receiver.wait_chunk("all")
     seen_before = len(receiver.events("all"))
     late = create_config(c, task["id"], {"url": receiver.url("late")})
     assert late == {"id": late["id"], "taskId": task["id"], "url": receiver.url("late")}
@@ -560,12 +544,9 @@ def test_config_created_on_a_running_task_gets_the_later_events(
         assert request.header("content-type") == A2A_MEDIA_TYPE
 
 
-def test_webhooks_named_by_host_name_or_ipv6_literal(
-    push_server: DevServer, connect: Connect, receiver: Receiver
-) -> None:
+def test_webhooks_named_by_host_name_or_ipv6_literal(c: httpx.Client, receiver: Receiver) -> None:
     """The local policy allows localhost and ::1 too. The POST goes to the vetted (pinned)
     address and the Host header names the host as the URL wrote it."""
-    c = connect(push_server)
     by_name = start(
         c, "by name", taskPushNotificationConfig={"url": receiver.url("n", "localhost")}
     )
@@ -583,12 +564,9 @@ def test_webhooks_named_by_host_name_or_ipv6_literal(
         v6.close()
 
 
-def test_config_outlives_an_interrupted_turn(
-    push_server: DevServer, connect: Connect, receiver: Receiver
-) -> None:
+def test_config_outlives_an_interrupted_turn(c: httpx.Client, receiver: Receiver) -> None:
     """A config lasts until the task ends (spec §3.1.7), not the turn: after input-required,
     the next turn's events go to the same webhook, after the first turn's, in order."""
-    c = connect(push_server)
     inline = {"url": receiver.url("turns")}
     first = read_stream(
         c, "/message:stream", send_body("ask [input]", taskPushNotificationConfig=inline)
@@ -618,7 +596,7 @@ def test_config_outlives_an_interrupted_turn(
 
 @pytest.mark.parametrize("failure", ["none", "first-3", "window"])
 def test_every_event_arrives_in_order_despite_failures(
-    push_server: DevServer, connect: Connect, receiver: Receiver, failure: str
+    c: httpx.Client, receiver: Receiver, failure: str
 ) -> None:
     """The webhook answers 500 for a while. Two failed inline attempts park it: that event and
     every later one go through the FIFO retry queue (backoff 1 s, 2 s, 4 s...), in order."""
@@ -626,7 +604,6 @@ def test_every_event_arrives_in_order_despite_failures(
         receiver.fail_first = 3  # 2 inline attempts, then the first queued one
     elif failure == "window":
         receiver.fail_until = window_end = time.monotonic() + 2.5
-    c = connect(push_server)
     text = f"retry {failure} [slow=1]"
     # A stream of the same task for reference: the task at creation (the log's first
     # position), then the rest of the log.
@@ -662,15 +639,12 @@ def test_every_event_arrives_in_order_despite_failures(
 
 
 @pytest.mark.parametrize("status", [404, 307])
-def test_final_answers_are_not_retried(
-    push_server: DevServer, connect: Connect, receiver: Receiver, status: int
-) -> None:
+def test_final_answers_are_not_retried(c: httpx.Client, receiver: Receiver, status: int) -> None:
     """A 4xx other than 408/429, or a redirect, is final: that event is dropped (never
     retried, a redirect never followed) and the next events go out as usual."""
     receiver.fail_first = 1
     receiver.fail_status = status
     receiver.location = receiver.url("elsewhere")  # where a followed redirect would land
-    c = connect(push_server)
     text = f"final {status}"
     streamed = read_stream(
         c, "/message:stream", send_body(text, taskPushNotificationConfig={"url": receiver.url("f")})
@@ -690,18 +664,12 @@ def test_final_answers_are_not_retried(
 # -- 4. deleting a config stops its deliveries ---------------------------------------------------
 
 
-def test_deleted_config_gets_no_further_events(
-    push_server: DevServer, connect: Connect, receiver: Receiver
-) -> None:
-    c = connect(push_server)
+def test_deleted_config_gets_no_further_events(c: httpx.Client, receiver: Receiver) -> None:
     text = "delete me [slow=3]"
     # "keep" stays: once it has the terminal event, the sender has processed the whole log.
     task = start(c, text, taskPushNotificationConfig={"url": receiver.url("keep")})
     drop = create_config(c, task["id"], {"url": receiver.url("drop"), "token": TOKEN})
-    receiver.wait_for(
-        "a chunk at the doomed webhook",
-        lambda: any("artifactUpdate" in e for e in receiver.events("drop")),
-    )
+    receiver.wait_chunk("drop")  # a chunk at the doomed webhook
     response = c.delete(f"/tasks/{task['id']}/pushNotificationConfigs/{drop['id']}")
     assert response.status_code == 200 and response.json() == {}
     deleted_at = time.monotonic()

@@ -32,15 +32,9 @@ from a2a.types import (
 from a2a.utils import errors as a2a_errors
 
 from tests.e2e.conftest import Agent, checked_async_client
+from tests.e2e.rpc import TERMINAL
 
 pytestmark = pytest.mark.e2e
-
-TERMINAL = {
-    TaskState.TASK_STATE_COMPLETED,
-    TaskState.TASK_STATE_FAILED,
-    TaskState.TASK_STATE_CANCELED,
-    TaskState.TASK_STATE_REJECTED,
-}
 
 
 def user_message(

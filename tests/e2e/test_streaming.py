@@ -7,7 +7,9 @@ interrupted status. Errors come before any stream bytes, as Status JSON.
 Besides the session server, two servers of this module's own:
 - heartbeat server: STREAM_HEARTBEAT_SECONDS=1, STREAM_MAX_SECONDS=4;
 - latency server: `--flow tests.e2e.flows_for_tests:timed` (artifact chunks stamped with their
-  emit time), which measures emit→receive latency and writes docs/stream-latency.md.
+  emit time), which measures emit→receive latency and writes it as a Markdown page: to a
+  temporary file, or to $A2A_STREAM_LATENCY_DOC (`scripts/bench --write-docs` sets it to
+  docs/stream-latency.md; a test run never writes into the repository).
 
 Every response also goes through the strict wire check of conftest (SSE bodies frame by frame).
 """
@@ -24,6 +26,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -47,6 +50,7 @@ from tests.e2e.conftest import (
     checked_async_client,
     dev_server_running,
     new_principal,
+    server_fixture,
 )
 from tests.e2e.flows_for_tests import TIMED_CHUNKS, TIMED_INTERVAL_SECONDS
 from tests.e2e.test_wire import message_body, reason_of, violations_of
@@ -58,7 +62,8 @@ DATA_FRAME = re.compile(rb"^data: \{[^\r\n]*\}$")
 HEARTBEAT_SECONDS = 1.0
 STREAM_MAX_SECONDS = 4.0
 POLL_MAX_SECONDS = 1.0  # POLL_MAX_MS default: the longest a quiet tail waits between reads
-LATENCY_DOC = ROOT / "docs" / "stream-latency.md"
+# Where the latency page goes; unset: a temporary file of the test.
+LATENCY_DOC_ENV = "A2A_STREAM_LATENCY_DOC"
 
 
 # -- reading streams ---------------------------------------------------------------------------
@@ -229,6 +234,14 @@ async def started_task(client: httpx.AsyncClient, text: str) -> dict[str, Any]:
     task = response.json()["task"]
     assert task["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
     return task
+
+
+async def started_subscription(
+    client: httpx.AsyncClient, text: str
+) -> tuple[dict[str, Any], str, str]:
+    """A running task of the client's principal: (task, its subscribe path, the principal)."""
+    task = await started_task(client, text)
+    return task, f"/tasks/{task['id']}:subscribe", client.headers["X-Local-Principal"]
 
 
 async def final_task(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
@@ -467,10 +480,8 @@ def assert_same_remaining_sequence(
 async def test_three_subscribers_see_the_identical_sequence(
     client: httpx.AsyncClient, clients: Callable[[str], httpx.AsyncClient]
 ) -> None:
-    principal = client.headers["X-Local-Principal"]
     text = "three watchers [slow=5]"
-    task = await started_task(client, text)
-    path = f"/tasks/{task['id']}:subscribe"
+    task, path, principal = await started_subscription(client, text)
     first = watch(clients(principal), path)
     await wait_until(lambda: first.artifacts() >= 2, first)
     second = watch(clients(principal), path)
@@ -495,12 +506,10 @@ async def test_three_subscribers_see_the_identical_sequence(
 async def test_a_killed_subscriber_does_not_disturb_the_others_and_resumes(
     client: httpx.AsyncClient, clients: Callable[[str], httpx.AsyncClient]
 ) -> None:
-    principal = client.headers["X-Local-Principal"]
     text = "kill one of us [slow=4]"
-    task = await started_task(client, text)
-    path = f"/tasks/{task['id']}:subscribe"
+    task, path, principal = await started_subscription(client, text)
+    victim_client = clients(principal)  # closed by the test, to kill the victim for good
     keeps = watch(clients(principal), path)
-    victim_client = clients(principal)
     victim = watch(victim_client, path, stop_after=2)
     other = watch(clients(principal), path)
     await victim.done()
@@ -539,9 +548,7 @@ async def test_a_killed_subscriber_does_not_disturb_the_others_and_resumes(
 async def test_cancel_reaches_every_watching_stream(
     client: httpx.AsyncClient, clients: Callable[[str], httpx.AsyncClient]
 ) -> None:
-    principal = client.headers["X-Local-Principal"]
-    task = await started_task(client, "cancel us both [slow=20]")
-    path = f"/tasks/{task['id']}:subscribe"
+    task, path, principal = await started_subscription(client, "cancel us both [slow=20]")
     watchers = [watch(clients(principal), path), watch(clients(principal), path)]
     await wait_until(lambda: all(w.artifacts() >= 1 for w in watchers), *watchers)
     response = await client.post(f"/tasks/{task['id']}:cancel")
@@ -577,6 +584,17 @@ async def error_before_stream(
             ("application/json", "application/a2a+json")
         )
         return response.status_code, json.loads(content)["error"]
+
+
+async def raw_status_before_stream(
+    client: httpx.AsyncClient, content: bytes, content_type: str
+) -> int:
+    """POST `content` to /message:stream; the answer's status (it must not be a stream)."""
+    headers = {"Content-Type": content_type}
+    async with client.stream("POST", "/message:stream", content=content, headers=headers) as r:
+        await r.aread()
+        assert not r.headers["content-type"].startswith(SSE)
+        return r.status_code
 
 
 @pytest.mark.parametrize("text", ["finished", "broken [fail]", "no [reject]"])
@@ -656,24 +674,8 @@ async def test_message_stream_request_errors_come_before_the_stream(
         client, "/message:stream", message_body(), headers={"A2A-Version": "9.9"}
     )
     assert (code, reason_of(error)) == (400, "VERSION_NOT_SUPPORTED")
-    async with client.stream(
-        "POST",
-        "/message:stream",
-        content=b"hello",
-        headers={"Content-Type": "text/plain"},
-    ) as response:
-        await response.aread()
-        assert response.status_code == 415
-        assert not response.headers["content-type"].startswith(SSE)
-    async with client.stream(
-        "POST",
-        "/message:stream",
-        content=b"{not json",
-        headers={"Content-Type": "application/json"},
-    ) as response:
-        await response.aread()
-        assert response.status_code == 400
-        assert not response.headers["content-type"].startswith(SSE)
+    assert await raw_status_before_stream(client, b"hello", "text/plain") == 415
+    assert await raw_status_before_stream(client, b"{not json", "application/json") == 400
     assert (await client.get("/tasks")).json()["totalSize"] == 0
 
 
@@ -698,14 +700,13 @@ async def test_message_stream_to_a_terminal_task_is_unsupported(
 # -- heartbeats and the clean close (a server with short settings) -----------------------------
 
 
-@pytest.fixture(scope="module")
-def heartbeat_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    env = {
+heartbeat_server = server_fixture(
+    "dev-heartbeat",
+    env={
         "STREAM_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
         "STREAM_MAX_SECONDS": str(STREAM_MAX_SECONDS),
-    }
-    with dev_server_running(tmp_path_factory.mktemp("dev-heartbeat"), env=env) as server:
-        yield server
+    },
+)
 
 
 @pytest.fixture
@@ -809,7 +810,7 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[rank - 1]
 
 
-async def test_event_latency_emit_to_receive(timed_server: DevServer) -> None:
+async def test_event_latency_emit_to_receive(timed_server: DevServer, tmp_path: Path) -> None:
     async with checked_async_client(
         timed_server.base_url, principal=new_principal("timed")
     ) as timed_client:
@@ -832,12 +833,15 @@ async def test_event_latency_emit_to_receive(timed_server: DevServer) -> None:
         f"(POLL_MIN_MS={poll_min}, POLL_MAX_MS={poll_max})"
     )
     print(f"\nSSE emit→receive latency on the local stack: {summary}")
-    if os.environ.get("A2A_WRITE_DOCS") != "1":
-        return  # tests do not write into the repository unless asked to
-    LATENCY_DOC.write_text(
+    row = (
+        f"| {datetime.now(UTC):%Y-%m-%d %H:%M} | {len(latencies)} | {p50 * 1000:.0f} ms "
+        f"| {p95 * 1000:.0f} ms | {max(latencies) * 1000:.0f} ms | {poll_min} | {poll_max} |\n"
+    )
+    doc = Path(os.environ.get(LATENCY_DOC_ENV) or tmp_path / "stream-latency.md")
+    doc.write_text(
         "# SSE event latency on the local stack\n\n"
         "Written by `tests/e2e/test_streaming.py::test_event_latency_emit_to_receive` "
-        "(run `A2A_WRITE_DOCS=1 .venv/bin/pytest tests/e2e -k latency -s`).\n\n"
+        "(run `scripts/bench --write-docs`).\n\n"
         "Method: a third `scripts/dev` server runs the flow `tests.e2e.flows_for_tests:timed`, "
         f"which emits {TIMED_CHUNKS} artifact chunks {TIMED_INTERVAL_SECONDS * 1000:.0f} ms "
         "apart, each with `metadata.emittedAt = time.time()` taken in the worker just before "
@@ -846,14 +850,13 @@ async def test_event_latency_emit_to_receive(timed_server: DevServer) -> None:
         "(same machine, same clock). It covers: event-log write (moto DynamoDB), the stream's "
         "adaptive poll of the log, SSE framing, uvicorn, and the client's read.\n\n"
         "| measured (UTC) | events | p50 | p95 | max | POLL_MIN_MS | POLL_MAX_MS |\n"
-        "|---|---|---|---|---|---|---|\n"
-        f"| {datetime.now(UTC):%Y-%m-%d %H:%M} | {len(latencies)} | {p50 * 1000:.0f} ms "
-        f"| {p95 * 1000:.0f} ms | {max(latencies) * 1000:.0f} ms | {poll_min} | {poll_max} |\n\n"
+        "|---|---|---|---|---|---|---|\n" + row + "\n"
         "The poll interval is `POLL_MIN_MS` right after a read that found events and grows by "
         "half per empty read up to `POLL_MAX_MS`; with an event every 100 ms the tail "
         "stays near the fast end, so latency is mostly the grown interval after a gap "
         "(25 → 37 → 56 → 84 ms ... before the next event is found).\n"
     )
+    assert row in doc.read_text()
     # Not a benchmark: only a generous sanity bound.
     assert p95 < 2.0, summary
 

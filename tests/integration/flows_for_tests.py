@@ -8,6 +8,7 @@ import time
 
 from a2a_serverless.flows import Outcome, StepContext
 from a2a_serverless.models import Part
+from tests.helpers import artifact_chunk
 
 # About 1 MB of UTF-8 text: mixed-width characters, quotes and newlines, ending in a long run
 # of 4-byte characters (the worst case for a chunker that counts characters).
@@ -47,13 +48,7 @@ def gated(ctx: StepContext) -> Outcome:
     GATES.started.set()
     GATES.emit.wait(20)
     for index in range(GATED_CHUNKS):
-        ctx.artifact(
-            f"chunk {index}; ",
-            artifact_id="out",
-            name="out",
-            append=index > 0,
-            last_chunk=index == GATED_CHUNKS - 1,
-        )
+        artifact_chunk(ctx, "out", f"chunk {index}; ", index, GATED_CHUNKS)
     GATES.emitted.set()
     GATES.finish.wait(20)
     return Outcome.completed("gated flow done")
@@ -78,13 +73,7 @@ def numbered(ctx: StepContext) -> Outcome:
     count = int(found.group(1)) if found else NUMBERED_CHUNKS
     progress = PROGRESS
     for index in range(count):
-        ctx.artifact(
-            f"{index};",
-            artifact_id="numbers",
-            name="numbers",
-            append=index > 0,
-            last_chunk=index == count - 1,
-        )
+        artifact_chunk(ctx, "numbers", f"{index};", index, count)
         progress.emitted = index + 1
         time.sleep(0.01)
     if "[input]" in ctx.text:

@@ -31,7 +31,9 @@ import boto3
 import httpx
 
 from a2a_serverless import wiring
+from a2a_serverless.local.resources import LambdaContext
 from a2a_serverless.local.stack import REGION, LocalStack
+from tests.helpers import user_message  # also imported from here by the tests
 from tests.wire import check_response
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,25 +80,10 @@ def load_event(
     return event
 
 
-class LambdaContext:
-    def __init__(self, name: str) -> None:
-        self.function_name = name
-        self.function_version = "$LATEST"
-        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:123456789012:function:{name}"
-        self.memory_limit_in_mb = 512
-        self.aws_request_id = str(uuid.uuid4())
-        self.log_group_name = f"/aws/lambda/{name}"
-        self.log_stream_name = "2025/11/25/[$LATEST]0123456789abcdef"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
-
-
 @dataclass
 class Resp:
     status: int
-    body: bytes
-    checked: Any  # the strictly parsed proto, or the google.rpc.Status error dict
+    body: bytes  # checked against the wire schema when the response was made
     raw: dict[str, Any] | None = None  # the Lambda proxy result (Mangum functions)
 
     @property
@@ -132,8 +119,8 @@ def invoke_mangum(handler: Callable[..., Any], event: dict[str, Any]) -> Resp:
         loop.close()
     body = result.get("body") or ""
     raw_body = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
-    checked = check_response(event["httpMethod"], _wire_path(event), result["statusCode"], raw_body)
-    return Resp(result["statusCode"], raw_body, checked, result)
+    check_response(event["httpMethod"], _wire_path(event), result["statusCode"], raw_body)
+    return Resp(result["statusCode"], raw_body, result)
 
 
 def invoke_web_adapter(app: Any, event: dict[str, Any]) -> Resp:
@@ -160,32 +147,11 @@ def invoke_web_adapter(app: Any, event: dict[str, Any]) -> Resp:
             )
 
     response = asyncio.run(call())
-    checked = check_response(
-        event["httpMethod"], _wire_path(event), response.status_code, response.content
-    )
-    return Resp(response.status_code, response.content, checked)
+    check_response(event["httpMethod"], _wire_path(event), response.status_code, response.content)
+    return Resp(response.status_code, response.content)
 
 
 # -- A2A client over the real handlers ----------------------------------------------------
-
-
-def user_message(
-    text: str,
-    *,
-    message_id: str | None = None,
-    task_id: str | None = None,
-    context_id: str | None = None,
-) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "messageId": message_id or str(uuid.uuid4()),
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-    }
-    if task_id:
-        message["taskId"] = task_id
-    if context_id:
-        message["contextId"] = context_id
-    return message
 
 
 @contextlib.contextmanager

@@ -108,6 +108,26 @@ def events_sks(count: int) -> list[str]:
     return [f"E#{n:010d}" for n in range(1, count + 1)]
 
 
+def failing_to_queue(
+    stack: LocalStack, answer: Callable[[list[dict[str, Any]]], Result], **settings: Any
+) -> tuple[Function, StreamMapping, str]:
+    """A scripted function's stream mapping whose failed batches go to a fresh queue (its
+    URL is the third value)."""
+    function = Function(answer)
+    failure_queue, _ = new_queue()
+    mapping = stream_mapping(stack, function, on_failure_queue_url=failure_queue, **settings)
+    return function, mapping, failure_queue
+
+
+def write_events_and_pump(stack: LocalStack, mapping: StreamMapping, count: int) -> list[str]:
+    """Write `count` events to a fresh task partition and run the mapping until idle; their
+    sort keys."""
+    sks = events_sks(count)
+    write(stack, *sks)
+    pump(mapping)
+    return sks
+
+
 def stream_mapping(stack: LocalStack, function: Function, **settings: Any) -> StreamMapping:
     """A mapping of the table's stream that starts after everything written so far."""
     return StreamMapping(
@@ -300,9 +320,7 @@ class TestStreamMapping:
         mapping = stream_mapping(
             stack, function, report_item_failures=True, maximum_retry_attempts=0
         )
-        sks = events_sks(5)
-        write(stack, *sks)
-        pump(mapping)
+        sks = write_events_and_pump(stack, mapping, 5)
         # Records before the lowest failure are not delivered again; it and all later ones are.
         assert function.sks() == [sks, sks[2:]]
         assert mapping.retries == 0  # moving past records is progress, not a retry
@@ -316,18 +334,10 @@ class TestStreamMapping:
                 return item_failures(seq(records[0]))
             return None
 
-        function = Function(answer)
-        failure_queue, _ = new_queue()
-        mapping = stream_mapping(
-            stack,
-            function,
-            report_item_failures=True,
-            maximum_retry_attempts=2,
-            on_failure_queue_url=failure_queue,
+        function, mapping, failure_queue = failing_to_queue(
+            stack, answer, report_item_failures=True, maximum_retry_attempts=2
         )
-        sks = events_sks(3)
-        write(stack, *sks)
-        pump(mapping)
+        sks = write_events_and_pump(stack, mapping, 3)
         assert function.sks() == [sks, sks, sks]  # two retries, then it went through
         assert receive_all(failure_queue) == []
 
@@ -356,9 +366,7 @@ class TestStreamMapping:
         mapping = stream_mapping(
             stack, function, report_item_failures=True, maximum_retry_attempts=3
         )
-        sks = events_sks(4)
-        write(stack, *sks)
-        pump(mapping)
+        sks = write_events_and_pump(stack, mapping, 4)
         assert function.sks() == [sks, sks]  # every record again, not a partial retry
 
     def test_bisect_isolates_the_poison_record(self, stack: LocalStack) -> None:
@@ -370,15 +378,8 @@ class TestStreamMapping:
                 return RuntimeError("poison")
             return None
 
-        function = Function(answer)
-        failure_queue, _ = new_queue()
-        mapping = stream_mapping(
-            stack,
-            function,
-            bisect=True,
-            report_item_failures=True,
-            maximum_retry_attempts=1,
-            on_failure_queue_url=failure_queue,
+        function, mapping, failure_queue = failing_to_queue(
+            stack, answer, bisect=True, report_item_failures=True, maximum_retry_attempts=1
         )
         write(stack, *sks)
         pump(mapping)
@@ -409,14 +410,12 @@ class TestStreamMapping:
         self, stack: LocalStack
     ) -> None:
         broken = {"on": True}
-        function = Function(lambda _records: RuntimeError("down") if broken["on"] else None)
-        failure_queue, _ = new_queue()
-        mapping = stream_mapping(
-            stack, function, maximum_retry_attempts=2, on_failure_queue_url=failure_queue
+        function, mapping, failure_queue = failing_to_queue(
+            stack,
+            lambda _records: RuntimeError("down") if broken["on"] else None,
+            maximum_retry_attempts=2,
         )
-        sks = events_sks(3)
-        write(stack, *sks)
-        pump(mapping)
+        sks = write_events_and_pump(stack, mapping, 3)
         assert function.sks() == [sks] * 3  # the first attempt and two retries
         (message,) = receive_all(failure_queue)
         record = json.loads(message["Body"])

@@ -144,23 +144,18 @@ def test_concurrent_streams_and_sends_keep_their_own_keys_and_metrics(
     stream_app = local_stack.app_for("StreamFunction")
     send_app = local_stack.app_for("SendMessageFunction")
 
+    async def post(client: httpx.AsyncClient, path: str, text: str, request: str) -> Any:
+        message = {"message": user_message(text)}
+        return await client.post(path, json=message, headers=_headers(request), timeout=60)
+
     async def stream(client: httpx.AsyncClient, index: int) -> str:
-        response = await client.post(
-            "/message:stream",
-            json={"message": user_message(f"stream {index} [slow=0.3]")},
-            headers=_headers(f"req-stream-{index}"),
-            timeout=60,
-        )
+        text = f"stream {index} [slow=0.3]"
+        response = await post(client, "/message:stream", text, f"req-stream-{index}")
         first = next(line for line in response.text.splitlines() if line.startswith("data: "))
         return str(json.loads(first.removeprefix("data: "))["task"]["id"])
 
     async def send(client: httpx.AsyncClient, index: int) -> str:
-        response = await client.post(
-            "/message:send",
-            json={"message": user_message(f"send {index}")},
-            headers=_headers(f"req-send-{index}"),
-            timeout=60,
-        )
+        response = await post(client, "/message:send", f"send {index}", f"req-send-{index}")
         return str(response.json()["task"]["id"])
 
     async def run() -> tuple[list[str], list[str]]:

@@ -77,6 +77,14 @@ def _config(task_id: str, config_id: str = "c1") -> TaskPushNotificationConfig:
     )
 
 
+def _stored_config(task_id: str) -> tuple[Any, TaskPushNotificationConfig]:
+    """The stack's store, holding a push config of the task."""
+    store = wiring.get_store()
+    config = _config(task_id)
+    store.put_push_config(config)
+    return store, config
+
+
 def _body(task_id: str, state: TaskState) -> bytes:
     event = StreamResponse(
         status_update=TaskStatusUpdateEvent(
@@ -117,9 +125,7 @@ def test_success_posts_the_event_bytes_to_the_pinned_address(queue_url: str) -> 
 def test_a_failing_webhook_is_parked_and_later_events_queue_behind_it(
     stack: LocalStack, queue_url: str
 ) -> None:
-    store = wiring.get_store()
-    config = _config("t2")
-    store.put_push_config(config)
+    store, config = _stored_config("t2")
     receiver = Receiver([DOWN, DOWN])  # both inline attempts fail
     sender = _sender(queue_url, receiver)
     parked: set[tuple[str, str]] = set()
@@ -184,9 +190,7 @@ def test_queued_delivery_backs_off_and_reports_failure(stack: LocalStack, queue_
 def test_parked_webhooks_queue_in_order_and_unparked_ones_go_directly(
     stack: LocalStack, queue_url: str
 ) -> None:
-    store = wiring.get_store()
-    config = _config("t5")
-    store.put_push_config(config)
+    store, config = _stored_config("t5")
     receiver = Receiver([OK, OK])
     sender = _sender(queue_url, receiver)
     body = _body("t5", TaskState.WORKING)

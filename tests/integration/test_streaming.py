@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,8 @@ from tests.integration.harness import (
     TERMINAL,
     CallCounter,
     CallLog,
+    DynamoCall,
+    Resp,
     assert_log_consistent,
     event_log,
     header,
@@ -328,13 +331,11 @@ def test_concurrent_subscribers_see_every_chunk_exactly_once(
     assert state_of(events[-1]) == "TASK_STATE_COMPLETED", events[-1]
     expected = [f"{n};" for n in range(flows_for_tests.NUMBERED_CHUNKS)]
     assert len([e for e in events if "artifactUpdate" in e]) == len(expected)
-    starts = []
     for index in range(len(attach_at)):
         stream = results[index]
         assert isinstance(stream, Stream)
         where = f"subscriber {index}, {context}"
-        after = assert_snapshot_then_log(stream, log)
-        starts.append(after)
+        assert_snapshot_then_log(stream, log)
         assert stream.first["status"]["state"] == "TASK_STATE_WORKING", where
         (snapshot_artifact,) = stream.first["artifacts"]
         before = texts(snapshot_artifact["parts"])
@@ -348,8 +349,9 @@ def test_concurrent_subscribers_see_every_chunk_exactly_once(
         assert before + appended == expected, where
         assert state_of(stream.rest[-1]) == "TASK_STATE_COMPLETED", where
         assert stream.ended_at is not None, f"the stream did not end ({where})"
-    # The common sequence: every subscriber's tail is the log from its own start to the end.
-    assert starts == sorted(starts), (starts, context)
+    # The common sequence: every subscriber's tail is the log from its own start to the end
+    # (their starts need not follow the attach order: two subscribers released a few events
+    # apart may reach the log in either order on a busy machine).
     longest = max((results[i] for i in range(len(attach_at))), key=lambda s: len(s.rest))
     for index in range(len(attach_at)):
         rest = results[index].rest
@@ -453,7 +455,9 @@ def test_client_disconnect_stops_the_tail(serve: Callable[..., Served]) -> None:
     finally:
         calls.close()
     assert len(polling) >= 3, f"the tail was not polling while connected: {len(polling)} reads"
-    assert len(orphaned) <= 2, (
+    # A tail left running polls every 50 ms (~40 reads in 2 s, fewer but many more than 5 on a
+    # busy machine); a read or two may be in flight while the server sees the hang-up.
+    assert len(orphaned) <= 5, (
         f"{len(orphaned)} log reads in the 2 s after the client hung up "
         f"(at +{[round(c.at - closed[0], 3) for c in orphaned]} s): orphaned polling"
     )
@@ -462,7 +466,9 @@ def test_client_disconnect_stops_the_tail(serve: Callable[..., Served]) -> None:
 # -- 4. idle read budget, heartbeats, clean close --------------------------------------------
 
 IDLE_SECONDS = 8.0
-RAMP_UP_READS = 10  # 25 ms growing x1.5 per empty read reaches 1 s after ~10 reads (~2.9 s)
+# 25 ms growing x1.5 per empty read: the interval after the 9th empty read is 961 ms, after the
+# 10th it is the 1 s cap (~2.9 s in, later on a busy machine).
+RAMP_UP_READS = 10
 
 
 def test_idle_stream_reads_at_most_once_a_second(serve: Callable[..., Served]) -> None:
@@ -490,7 +496,10 @@ def test_idle_stream_reads_at_most_once_a_second(serve: Callable[..., Served]) -
     assert len(stream.frames) == 1 and not stream.comments  # quiet: no heartbeat before 15 s
     assert everything == reads, [c.operation for c in everything]  # the tail's reads only
     times = [c.at for c in reads]
-    steady = [t for t in times if t - opened[0] >= 3.0]
+    # The steady state by count of reads, not by time: a slow machine stretches the ramp-up
+    # past any fixed time. (A tail read before `opened` is not in `reads`: then each index is a
+    # later read of the tail, whose gaps are no shorter.)
+    steady = times[RAMP_UP_READS:]
     assert len(steady) >= 3, times
     rate = (len(steady) - 1) / (steady[-1] - steady[0])
     per_minute = rate * 60
@@ -514,18 +523,42 @@ def test_quiet_stream_heartbeats_and_closes_cleanly_at_max_duration(
     started = time.monotonic()
     stream = subscribe(served.url, task_id, timeout=10)
     assert stream.status == 200 and stream.ended_at is not None
-    duration = stream.ended_at - started
-    assert 1.8 <= duration <= 3.5, duration
+    # Not before the 2 s limit (counted from the request); after it, within a poll and some
+    # slack for a busy machine from the snapshot (a stream that ignores the limit runs to the
+    # client's 10 s timeout).
+    assert stream.ended_at - started >= 1.8, stream.ended_at - started
+    lasted = stream.ended_at - stream.frame_times[0]
+    assert lasted <= 2.0 + 2.5, lasted
     assert len(stream.frames) == 1, stream.frames  # the snapshot, nothing else happened
     assert stream.first["status"]["state"] == "TASK_STATE_WORKING"
     assert stream.comments, "no heartbeat in a 2 s quiet stream with a 1 s heartbeat"
     assert all(text == HEARTBEAT for _, text in stream.comments), stream.comments
     first_beat = stream.comments[0][0] - stream.frame_times[0]
-    assert 0.8 <= first_beat <= 1.6, first_beat
+    # After a quiet heartbeat interval, not before (and before the 2 s close, or none at all).
+    assert 0.8 <= first_beat <= 2.0, first_beat
     assert header(served.stack, task_id)["state"]["S"] == "TASK_STATE_WORKING"
 
 
 # -- 5. blocking SendMessage tails the same log ----------------------------------------------
+
+
+def measured_send(
+    stack: LocalStack, text: str
+) -> tuple[Resp, Counter[str], list[DynamoCall], float]:
+    """Alice's blocking send: (response, its DynamoDB calls by operation, its calls on the
+    task's partition, seconds it took)."""
+    counter = CallCounter()
+    calls = CallLog()
+    try:
+        with counter.measure("client send") as ops:
+            started = time.monotonic()
+            response = A2A(stack, "alice").send(text)
+            elapsed = time.monotonic() - started
+        mine = [c for c in calls.of_task(response.task["id"]) if c.who == "client send"]
+    finally:
+        calls.close()
+        counter.close()
+    return response, ops, mine, elapsed
 
 
 def test_blocking_send_returns_current_task_at_the_wait_limit(
@@ -534,25 +567,15 @@ def test_blocking_send_returns_current_task_at_the_wait_limit(
     """BLOCKING_MAX_WAIT_SECONDS=1 and a flow that does not settle: HTTP 200 after ~1 s with
     the WORKING task; the wait was event-log Queries (E# range), not GetItem loops."""
     served = serve(Flow=GATED, BlockingMaxWaitSeconds="1")
-    alice = A2A(served.stack, "alice")
-    counter = CallCounter()
-    calls = CallLog()
-    try:
-        with counter.measure("client send") as ops:
-            started = time.monotonic()
-            response = alice.send("hold")
-            elapsed = time.monotonic() - started
-        task_id = response.task["id"]
-        mine = [c for c in calls.of_task(task_id) if c.who == "client send"]
-    finally:
-        calls.close()
-        counter.close()
+    response, ops, mine, elapsed = measured_send(served.stack, "hold")
     assert response.status == 200, response.body
-    assert 0.9 <= elapsed <= 3.0, elapsed
+    # The 1 s limit, with slack for a busy machine; without a limit the gated flow never
+    # settles and the send would hang until the client's timeout.
+    assert 0.9 <= elapsed <= 8.0, elapsed
     assert response.task["status"]["state"] == "TASK_STATE_WORKING", response.task
     tail_reads = [c for c in mine if c.reads_event_log]
-    # ~1 s of polling at 25..50 ms: many tail reads, and no GetItem at all.
-    assert len(tail_reads) >= 8, ops
+    # ~1 s of polling at 25..50 ms: repeated tail reads (fewer on a busy machine), no GetItem.
+    assert len(tail_reads) >= 4, ops
     assert ops["GetItem"] == 0, ops
     others = [c for c in mine if not c.reads_event_log and c.operation == "Query"]
     assert len(others) <= 1, [c.params for c in others]  # the final GetTask snapshot
@@ -561,17 +584,8 @@ def test_blocking_send_returns_current_task_at_the_wait_limit(
 
 def test_blocking_send_returns_the_completed_task(serve: Callable[..., Served]) -> None:
     served = serve()
-    alice = A2A(served.stack, "alice")
-    counter = CallCounter()
-    calls = CallLog()
-    try:
-        with counter.measure("client send") as ops:
-            response = alice.send("hello there")
-        task_id = response.task["id"]
-        mine = [c for c in calls.of_task(task_id) if c.who == "client send"]
-    finally:
-        calls.close()
-        counter.close()
+    response, ops, mine, _ = measured_send(served.stack, "hello there")
+    task_id = response.task["id"]
     assert response.status == 200, response.body
     assert response.task["status"]["state"] == "TASK_STATE_COMPLETED", response.task
     assert texts(response.task["artifacts"][0]["parts"])

@@ -21,19 +21,24 @@ from tests.template.sam import (
     translate,
 )
 
+# Each function's routes, as "METHOD path" pairs.
+_ROUTES_OF = {
+    "AgentCardFunction": ["GET /.well-known/agent-card.json", "GET /extendedAgentCard"],
+    "SendMessageFunction": ["POST /message:send"],
+    "ListTasksFunction": ["GET /tasks"],
+    "GetTaskFunction": ["GET /tasks/{id}"],
+    "StreamFunction": ["POST /message:stream", "POST /tasks/{id}", "POST /"],
+    "PushConfigFunction": [
+        "POST /tasks/{id}/pushNotificationConfigs",
+        "GET /tasks/{id}/pushNotificationConfigs",
+        "GET /tasks/{id}/pushNotificationConfigs/{configId}",
+        "DELETE /tasks/{id}/pushNotificationConfigs/{configId}",
+    ],
+}
 ROUTES = {
-    ("GET", "/.well-known/agent-card.json"): "AgentCardFunction",
-    ("GET", "/extendedAgentCard"): "AgentCardFunction",
-    ("POST", "/message:send"): "SendMessageFunction",
-    ("GET", "/tasks"): "ListTasksFunction",
-    ("GET", "/tasks/{id}"): "GetTaskFunction",
-    ("POST", "/message:stream"): "StreamFunction",
-    ("POST", "/tasks/{id}"): "StreamFunction",
-    ("POST", "/"): "StreamFunction",
-    ("POST", "/tasks/{id}/pushNotificationConfigs"): "PushConfigFunction",
-    ("GET", "/tasks/{id}/pushNotificationConfigs"): "PushConfigFunction",
-    ("GET", "/tasks/{id}/pushNotificationConfigs/{configId}"): "PushConfigFunction",
-    ("DELETE", "/tasks/{id}/pushNotificationConfigs/{configId}"): "PushConfigFunction",
+    tuple(route.split(" ", 1)): function
+    for function, routes_of_function in _ROUTES_OF.items()
+    for route in routes_of_function
 }
 
 # Responses that may outlive API Gateway's 29 s buffered limit.

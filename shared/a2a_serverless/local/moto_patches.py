@@ -1,0 +1,185 @@
+"""Where moto differs from the services the stack emulates, patched for the local stack's life.
+
+moto's DynamoDB and SQS are not thread-safe, its transactions copy whole tables, its FIFO
+queues hand a timed-out group back out of order, and it would need Docker to run Lambda code.
+Each function here replaces one moto attribute through a `Patches` record, which the stack
+undoes in reverse order when it stops.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from a2a_serverless.local.calls import CallRecorder
+
+
+class Patches:
+    """Attributes replaced on moto's classes and modules, restored by `undo`."""
+
+    def __init__(self) -> None:
+        self._applied: list[tuple[Any, str, Any]] = []
+
+    def replace(self, target: Any, name: str, replacement: Any) -> None:
+        self._applied.append((target, name, getattr(target, name)))
+        setattr(target, name, replacement)
+
+    def undo(self) -> None:
+        for target, name, original in reversed(self._applied):
+            setattr(target, name, original)
+        self._applied.clear()
+
+
+def serialize_calls(patches: Patches) -> None:
+    """moto's DynamoDB and SQS are not thread-safe; serialise their calls as the real
+    services' conditions, transactions and receives are atomic."""
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    lock = threading.RLock()
+    queue_lock = threading.RLock()
+    original = BotocoreStubber.__call__
+
+    def locked_call(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        if ".dynamodb." in event_name or ".dynamodbstreams." in event_name:
+            with lock:
+                return original(self, event_name, request, **kwargs)
+        if ".sqs." in event_name:  # pollers and senders share moto's queues
+            with queue_lock:
+                return original(self, event_name, request, **kwargs)
+        return original(self, event_name, request, **kwargs)
+
+    patches.replace(BotocoreStubber, "__call__", locked_call)
+
+
+def cheap_transactions(patches: Patches) -> None:
+    """moto backs up every table a transaction touches with a deep copy (and keeps every
+    copy alive), so each transaction costs O(table) and the process slows down with every
+    task. Check all conditions first, back up only the touched items, and let moto apply
+    the writes without its table copies. Same outcome: all items or none."""
+    import moto.dynamodb.models as dynamodb_models
+    from moto.dynamodb.exceptions import TransactionCanceledException
+    from moto.dynamodb.models.table import Table
+
+    backend_class = dynamodb_models.DynamoDBBackend
+    original = backend_class.transact_write_items
+    skip_table_copies = threading.local()
+
+    class _CopyWithoutTables:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(copy, name)
+
+        @staticmethod
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            if isinstance(value, Table) and getattr(skip_table_copies, "on", False):
+                return value
+            return copy.deepcopy(value, memo)
+
+    patches.replace(dynamodb_models, "copy", _CopyWithoutTables())
+
+    def transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
+        touched: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+        errors: list[tuple[Any, Any, Any]] = []
+        for entry in transact_items:
+            op_type, op = next(iter(entry.items()))
+            table = backend.get_table(op["TableName"])
+            if op_type == "Put":
+                key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
+                if table.range_key_attr is not None:
+                    key[table.range_key_attr] = op["Item"][table.range_key_attr]
+            else:
+                key = op["Key"]
+            current = backend.get_item(op["TableName"], key)
+            condition = op.get("ConditionExpression")
+            if condition is not None and not dynamodb_models.get_filter_expression(
+                condition,
+                op.get("ExpressionAttributeNames"),
+                op.get("ExpressionAttributeValues"),
+            ).expr(current):
+                errors.append(("ConditionalCheckFailed", "The conditional request failed", None))
+            else:
+                errors.append((None, None, None))
+            old = copy.deepcopy(current.to_json()["Attributes"]) if current else None
+            touched.append((op["TableName"], key, old))
+        if any(code is not None for code, _, _ in errors):
+            raise TransactionCanceledException(errors)
+        skip_table_copies.on = True
+        try:
+            original(backend, transact_items)
+        except Exception:
+            for table_name, key, old in reversed(touched):  # undo partial writes
+                if old is None:
+                    backend.get_table(table_name).delete_item(
+                        *_key_values(backend, table_name, key)
+                    )
+                else:
+                    backend.get_table(table_name).put_item(old)
+            raise
+        finally:
+            skip_table_copies.on = False
+
+    patches.replace(backend_class, "transact_write_items", transact_write_items)
+
+
+def _key_values(backend: Any, table_name: str, key: dict[str, Any]) -> tuple[Any, Any]:
+    """A key as the (hash, range) DynamoType pair moto's Table.delete_item takes."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    table = backend.get_table(table_name)
+    hash_value = DynamoType(key[table.hash_key_attr])
+    range_value = (
+        DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
+    )
+    return hash_value, range_value
+
+
+def fifo_groups_in_order(patches: Patches) -> None:
+    """moto unlocks a FIFO message group only once the last of its in-flight messages is
+    seen visible again, skipping the earlier ones on the way: a batch that timed out comes
+    back out of order (a3 before a2). Forget in-flight messages whose visibility timeout
+    ran out before each receive, as SQS does."""
+    from moto.sqs.models import SQSBackend
+
+    original = SQSBackend.receive_message
+
+    def receive_message(backend: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        queue = backend.get_queue(queue_name)
+        for message in list(queue.pending_messages):
+            if message.visible:
+                queue.pending_messages.discard(message)
+        return original(backend, queue_name, *args, **kwargs)
+
+    patches.replace(SQSBackend, "receive_message", receive_message)
+
+
+def lambda_invoke(patches: Patches, invoke: Callable[[str, Any, Any], str]) -> None:
+    """moto would run a function's code in Docker: `invoke(function_name, body,
+    response_headers)` runs it in-process instead and returns the response payload."""
+    from moto.awslambda.models import LambdaFunction
+
+    def invoke_in_process(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> Any:
+        return invoke(fn.function_name, body, response_headers)
+
+    patches.replace(LambdaFunction, "invoke", invoke_in_process)
+
+
+def state_machine_calls(patches: Patches, recorder: CallRecorder, roles: Mapping[str, str]) -> None:
+    """Attribute the calls of moto's Step Functions interpreter to the state machine whose
+    execution role it runs with (`roles`: role ARN -> logical id, filled as they are made)."""
+    import moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils as sfn_lambda  # noqa: E501
+    import moto.stepfunctions.parser.asl.utils.boto_client as sfn_clients
+
+    original = sfn_clients.boto_client_for
+
+    def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+        client = original(region=region, service=service, state_credentials=state_credentials)
+        principal = roles.get(str(getattr(state_credentials, "role_arn", None)))
+        # Every execution of this stack runs with a role it created; another role is an
+        # execution of an earlier stack whose thread outlived it (tests): not ours to judge.
+        if principal is not None:
+            recorder.pin(client, principal)
+        return client
+
+    for module in (sfn_clients, sfn_lambda):
+        patches.replace(module, "boto_client_for", boto_client_for)

@@ -1,0 +1,358 @@
+"""The resources of template.yaml, created in moto: table, queues, functions, state machine.
+
+Each `create_*` reads its resources from the template, creates them with boto3 (mock_aws
+must be running), and records their names and ARNs in the Resolver, so later properties
+(`!Ref`, `!GetAtt`, `!Sub`) and the functions' environment resolve to the local resources.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import logging
+import sys
+import uuid
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from a2a_serverless.local.events import QueueMapping, StreamMapping, parse_filters
+from a2a_serverless.local.template import Resolver
+
+logger = logging.getLogger(__name__)
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+STACK = "a2a-local"
+# Emulation-only variables of the deployed functions, meaningless in-process.
+DEPLOY_ONLY_ENV = {"AWS_LAMBDA_EXEC_WRAPPER", "AWS_LWA_INVOKE_MODE", "PORT"}
+# Variables that name the stack's own resources: always the local ones.
+RESOURCE_ENV = {
+    "TABLE_NAME",
+    "STATE_MACHINE_ARN",
+    "PUSH_RETRY_QUEUE_URL",
+    "PUSH_DEAD_LETTER_QUEUE_URL",
+}
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+def project_root() -> Path:
+    """The folder holding template.yaml (this package lives in <root>/shared/)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "template.yaml").exists():
+            return parent
+    raise FileNotFoundError("template.yaml not found above " + str(here))
+
+
+@dataclass
+class FunctionSpec:
+    logical_id: str
+    code_dir: Path
+    handler: str
+    env: dict[str, str]
+    events: list[tuple[str, str]]  # (METHOD, path)
+
+    @property
+    def is_web_adapter(self) -> bool:
+        return self.handler.endswith(".sh")
+
+
+class LambdaContext:
+    """The context object the Lambda runtime passes a handler, as far as ours read it."""
+
+    def __init__(self, name: str) -> None:
+        self.function_name = name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+        self.memory_limit_in_mb = 1024
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{name}"
+        self.log_stream_name = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+def load_module(name: str, path: Path) -> Any:
+    """A function's code file, imported under `name` (functions share file names)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def client(service: str) -> Any:
+    import boto3
+
+    return boto3.client(service, region_name=REGION)
+
+
+def _resolvable(resolver: Resolver, variables: dict[str, Any]) -> dict[str, Any]:
+    """The variables whose values the local stack can resolve (others name resources it
+    does not create; they are skipped with a warning)."""
+    resolved = {}
+    for key, value in variables.items():
+        try:
+            resolved[key] = resolver.resolve(value)
+        except KeyError as exc:
+            logger.warning("local stack: %s not set (%s)", key, exc)
+    return resolved
+
+
+def _queue_attribute(value: Any) -> str:
+    """A CloudFormation queue property as the SQS API attribute string."""
+    if isinstance(value, dict):  # RedrivePolicy: JSON with a numeric maxReceiveCount
+        return json.dumps({k: int(v) if k == "maxReceiveCount" else v for k, v in value.items()})
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _create_role(name: str, service: str) -> str:
+    """An IAM role that `service` (e.g. lambda.amazonaws.com) may assume; its ARN."""
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    return client("iam").create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))[
+        "Role"
+    ]["Arn"]
+
+
+def create_tables(resources: dict[str, Any], resolver: Resolver) -> None:
+    for logical_id, resource in resources.items():
+        if resource["Type"] != "AWS::DynamoDB::Table":
+            continue
+        props = resolver.resolve(resource["Properties"])
+        name = props.get("TableName") or f"{STACK}-{logical_id}"
+        kwargs: dict[str, Any] = {
+            "TableName": name,
+            "AttributeDefinitions": props["AttributeDefinitions"],
+            "KeySchema": props["KeySchema"],
+            "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+        }
+        if props.get("GlobalSecondaryIndexes"):
+            kwargs["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+        if props.get("StreamSpecification"):
+            kwargs["StreamSpecification"] = {
+                "StreamEnabled": True,
+                "StreamViewType": props["StreamSpecification"]["StreamViewType"],
+            }
+        db = client("dynamodb")
+        description = db.create_table(**kwargs)["TableDescription"]
+        ttl = props.get("TimeToLiveSpecification")
+        if ttl:
+            db.update_time_to_live(
+                TableName=name,
+                TimeToLiveSpecification={
+                    "AttributeName": ttl["AttributeName"],
+                    "Enabled": bool(ttl.get("Enabled", True)),
+                },
+            )
+        resolver.refs[logical_id] = name
+        resolver.attributes[f"{logical_id}.Arn"] = description["TableArn"]
+        if "LatestStreamArn" in description:
+            resolver.attributes[f"{logical_id}.StreamArn"] = description["LatestStreamArn"]
+
+
+def create_queues(resources: dict[str, Any], resolver: Resolver) -> dict[str, str]:
+    """Every AWS::SQS::Queue, dead-letter targets first (a redrive policy names one); their
+    URLs by logical id."""
+    sqs = client("sqs")
+    queues: dict[str, str] = {}
+    pending = {k: v for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"}
+    while pending:
+        created = False
+        for logical_id, resource in list(pending.items()):
+            try:
+                props = resolver.resolve(resource.get("Properties") or {})
+            except KeyError:
+                continue  # its dead-letter queue is not created yet
+            fifo = str(props.get("FifoQueue", "false")).lower() == "true"
+            name = props.get("QueueName") or f"{STACK}-{logical_id}" + (".fifo" if fifo else "")
+            attributes = {
+                key: _queue_attribute(value)
+                for key, value in props.items()
+                if key not in ("QueueName", "Tags", "SqsManagedSseEnabled")
+            }
+            url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+                "QueueArn"
+            ]
+            resolver.refs[logical_id] = url
+            resolver.attributes[f"{logical_id}.Arn"] = arn
+            resolver.attributes[f"{logical_id}.QueueName"] = name
+            resolver.attributes[f"{logical_id}.QueueUrl"] = url
+            queues[logical_id] = url
+            del pending[logical_id]
+            created = True
+        if not created:
+            raise ValueError(f"local stack: cannot create queues {sorted(pending)}")
+    return queues
+
+
+def create_functions(
+    resources: dict[str, Any], resolver: Resolver, root: Path
+) -> dict[str, FunctionSpec]:
+    """Every AWS::Serverless::Function, as a moto function with placeholder code (the real
+    handlers run in-process: moto_patches.lambda_invoke), and its spec by logical id."""
+    role_arn = _create_role("a2a-local-lambda", "lambda.amazonaws.com")
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("app.py", "def handler(event, context):\n    return event\n")
+    lam = client("lambda")
+    functions: dict[str, FunctionSpec] = {}
+    for logical_id, resource in resources.items():
+        if resource["Type"] == "AWS::Serverless::LayerVersion":
+            resolver.refs[logical_id] = f"arn:aws:lambda:{REGION}:{ACCOUNT}:layer:{logical_id}:1"
+        if resource["Type"] == "AWS::Serverless::Api":
+            resolver.refs[logical_id] = "local"
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        props = resource["Properties"]
+        name = f"{STACK}-{logical_id}"
+        arn = lam.create_function(
+            FunctionName=name,
+            Runtime="python3.12",
+            Role=role_arn,
+            Handler="app.handler",
+            Code={"ZipFile": archive.getvalue()},
+        )["FunctionArn"]
+        resolver.refs[logical_id] = name
+        resolver.attributes[f"{logical_id}.Arn"] = arn
+        events = [
+            (str(e["Properties"]["Method"]).upper(), str(e["Properties"]["Path"]))
+            for e in (props.get("Events") or {}).values()
+            if e.get("Type") == "Api"
+        ]
+        functions[logical_id] = FunctionSpec(
+            logical_id=logical_id,
+            code_dir=root / props["CodeUri"],
+            handler=props["Handler"],
+            env={},
+            events=events,
+        )
+    return functions
+
+
+def create_state_machines(
+    resources: dict[str, Any], resolver: Resolver, roles: dict[str, str]
+) -> None:
+    """Every AWS::Serverless::StateMachine, each with a role of its own as SAM creates
+    (`roles`: role ARN -> logical id, by which the interpreter's calls are attributed)."""
+    sfn = client("stepfunctions")
+    for logical_id, resource in resources.items():
+        if resource["Type"] != "AWS::Serverless::StateMachine":
+            continue
+        props = resource["Properties"]
+        definition = json.dumps(props["Definition"])
+        substitutions = resolver.resolve(props.get("DefinitionSubstitutions") or {})
+        for key, value in substitutions.items():
+            definition = definition.replace("${" + key + "}", str(value))
+        role_arn = _create_role(f"{STACK}-{logical_id}", "states.amazonaws.com")
+        roles[role_arn] = logical_id
+        arn = sfn.create_state_machine(
+            name=f"{STACK}-{logical_id}",
+            definition=definition,
+            roleArn=role_arn,
+            type=resolver.resolve(props.get("Type", "STANDARD")),
+        )["stateMachineArn"]
+        resolver.refs[logical_id] = arn
+        resolver.attributes[f"{logical_id}.Name"] = f"{STACK}-{logical_id}"
+        resolver.attributes[f"{logical_id}.Arn"] = arn
+
+
+def function_env(
+    template: dict[str, Any], resolver: Resolver, functions: Mapping[str, FunctionSpec]
+) -> dict[str, str]:
+    """Fill each function's own environment; return the union of all of them over the
+    Globals (one process runs every function, so they share os.environ)."""
+    resources = template["Resources"]
+    globals_env = (template.get("Globals", {}).get("Function", {}).get("Environment", {})).get(
+        "Variables", {}
+    )
+    merged = {key: str(value) for key, value in _resolvable(resolver, globals_env).items()}
+    for logical_id, spec in functions.items():
+        own = resources[logical_id]["Properties"].get("Environment", {}).get("Variables", {})
+        spec.env = {k: str(v) for k, v in _resolvable(resolver, own).items()}
+        for key, value in spec.env.items():
+            if key not in DEPLOY_ONLY_ENV:
+                merged[key] = value
+    return merged
+
+
+def event_source_mappings(
+    resources: dict[str, Any],
+    resolver: Resolver,
+    functions: Mapping[str, FunctionSpec],
+    queues: Mapping[str, str],
+    invoker: Callable[[str], Callable[[dict[str, Any]], Any]],
+) -> list[StreamMapping | QueueMapping]:
+    """One mapping emulation per DynamoDB or SQS event of a function (`invoker(logical_id)`
+    runs the function on a batch)."""
+    queue_urls = {
+        resolver.attributes[f"{logical_id}.Arn"]: url for logical_id, url in queues.items()
+    }
+    mappings: list[StreamMapping | QueueMapping] = []
+    for logical_id in functions:
+        events = resources[logical_id]["Properties"].get("Events") or {}
+        for event_name, event in events.items():
+            if event.get("Type") in ("DynamoDB", "SQS"):
+                props = resolver.resolve(event["Properties"])
+                name = f"{logical_id}.{event_name}"
+                mappings.append(
+                    _mapping(
+                        name, logical_id, event["Type"], props, invoker(logical_id), queue_urls
+                    )
+                )
+    return mappings
+
+
+def _mapping(
+    name: str,
+    function: str,
+    event_type: str,
+    props: dict[str, Any],
+    invoke: Callable[[dict[str, Any]], Any],
+    queue_urls: dict[str, str],
+) -> StreamMapping | QueueMapping:
+    """A SAM DynamoDB or SQS event's settings, as its mapping emulation (its own calls
+    are made with the function's role, as Lambda's pollers are)."""
+    item_failures = "ReportBatchItemFailures" in (props.get("FunctionResponseTypes") or [])
+    if event_type == "SQS":
+        return QueueMapping(
+            name=name,
+            invoke=invoke,
+            principal=function,
+            sqs=client("sqs"),
+            queue_url=queue_urls[props["Queue"]],
+            queue_arn=props["Queue"],
+            batch_size=int(props.get("BatchSize", 10)),
+            report_item_failures=item_failures,
+        )
+    on_failure = (props.get("DestinationConfig") or {}).get("OnFailure") or {}
+    return StreamMapping(
+        name=name,
+        invoke=invoke,
+        principal=function,
+        streams=client("dynamodbstreams"),
+        sqs=client("sqs"),
+        stream_arn=props["Stream"],
+        batch_size=int(props.get("BatchSize", 100)),
+        filters=parse_filters(props.get("FilterCriteria")),
+        report_item_failures=item_failures,
+        bisect=str(props.get("BisectBatchOnFunctionError", "false")).lower() == "true",
+        maximum_retry_attempts=int(props.get("MaximumRetryAttempts", -1)),
+        on_failure_queue_url=queue_urls.get(on_failure.get("Destination") or ""),
+        starting_position=str(props.get("StartingPosition", "TRIM_HORIZON")),
+    )
