@@ -193,7 +193,7 @@ def emit(metric: Metric, value: float = 1, *, now: bool = False, **dimensions: s
 def task_ended(state: str) -> None:
     """A turn ended in `state` (a TaskState): terminal, or interrupted (input/auth
     required). Dimension value without the prefix: COMPLETED, INPUT_REQUIRED, ..."""
-    emit(Metric.TASKS, **{STATE_DIMENSION: str(state).removeprefix("TASK_STATE_")})
+    emit(Metric.TASKS, state=str(state).removeprefix("TASK_STATE_"))  # STATE_DIMENSION
 
 
 _emf_lock = threading.Lock()
@@ -222,8 +222,8 @@ def _print_emf(points: list[_Point], keys: Mapping[str, Any]) -> None:
         provider = AmazonCloudWatchEMFProvider(
             namespace=get_settings().powertools_metrics_namespace
         )
-        for name, value in dimensions:
-            provider.add_dimension(name=name, value=value)
+        for name, dimension in dimensions:
+            provider.add_dimension(name=name, value=dimension)
         for metric, value in metrics:
             provider.add_metric(name=metric.metric_name, unit=metric.unit, value=value)
         for key in _EMF_PROPERTIES:

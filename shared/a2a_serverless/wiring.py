@@ -25,7 +25,7 @@ def aws_client(service: str, settings: Settings) -> Any:
     kwargs: dict[str, Any] = {}
     if settings.aws_endpoint_url:
         kwargs["endpoint_url"] = settings.aws_endpoint_url
-    return boto3.client(service, **kwargs)
+    return boto3.client(service, **kwargs)  # type: ignore[call-overload]  # any service
 
 
 @lru_cache(maxsize=1)

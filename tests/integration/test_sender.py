@@ -10,6 +10,7 @@ import boto3
 import pytest
 
 from a2a_serverless import wiring
+from a2a_serverless.core.egress import EgressPolicy, VettedTarget
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.models import (
     AuthenticationInfo,
@@ -21,7 +22,6 @@ from a2a_serverless.models import (
 )
 from a2a_serverless.push.delivery import DeliveryResult
 from a2a_serverless.push.sender import SenderConfig, WebhookSender, webhook_headers
-from a2a_serverless.push.ssrf import EgressPolicy, VettedTarget
 
 OK = DeliveryResult(status=200, retryable=False, error=None)
 DOWN = DeliveryResult(status=503, retryable=True, error="HTTP 503")

@@ -109,7 +109,10 @@ def _v03_send_request(params: dict[str, Any]) -> SendMessageRequest:
 
 
 def _v03_send_result(result: SendMessageResponse) -> Any:
-    return v03.task_to_v03(result.task) if result.task else v03.message_to_v03(result.message)
+    if result.task is not None:
+        return v03.task_to_v03(result.task)
+    assert result.message is not None  # a SendMessageResponse holds one or the other
+    return v03.message_to_v03(result.message)
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,9 @@ def _code_modified_at(agent: AgentProfile) -> datetime:
     """When the deployed code last changed: the same on every instance of one deployment."""
     paths = [Path(__file__).resolve().parent.parent / "__init__.py"]
     module = sys.modules.get(type(agent).__module__)
-    if module is not None and getattr(module, "__file__", None):
-        paths.append(Path(module.__file__))
+    module_file = getattr(module, "__file__", None) if module is not None else None
+    if module_file:
+        paths.append(Path(module_file))
     stamps = [p.stat().st_mtime for p in paths if p.exists()]
     return datetime.fromtimestamp(max(stamps), UTC).replace(microsecond=0)
 

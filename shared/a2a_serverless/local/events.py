@@ -28,7 +28,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -489,7 +489,7 @@ def _lambda_attribute(value: dict[str, Any]) -> dict[str, Any]:
 class EventSources:
     """Every event source mapping of the stack, each polled by its own thread."""
 
-    def __init__(self, mappings: list[_Poller]) -> None:
+    def __init__(self, mappings: Sequence[_Poller]) -> None:
         self.mappings = mappings
 
     def start(self) -> None:

@@ -92,7 +92,7 @@ def load_module(name: str, path: Path) -> Any:
 def client(service: str) -> Any:
     import boto3
 
-    return boto3.client(service, region_name=REGION)
+    return boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
 
 
 def _resolvable(resolver: Resolver, variables: dict[str, Any]) -> dict[str, Any]:

@@ -116,7 +116,8 @@ class LocalStack:
         }
         # True: pollers run in threads (as deployed); "manual": mappings built, polled by the
         # caller (deterministic tests); False: none.
-        self.event_source_mode = {True: "threads", False: "off"}.get(event_sources, event_sources)
+        modes: dict[bool | str, str] = {True: "threads", False: "off"}
+        self.event_source_mode = modes.get(event_sources, str(event_sources))
         if self.event_source_mode not in ("threads", "manual", "off"):
             raise ValueError(f"event_sources must be True, False or 'manual': {event_sources!r}")
         self.event_sources: EventSources | None = None

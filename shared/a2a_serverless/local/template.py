@@ -22,8 +22,12 @@ def _tag(name: str):  # type: ignore[no-untyped-def]
                 value = value.split(".", 1)
         elif isinstance(node, yaml.SequenceNode):
             value = loader.construct_sequence(node, deep=True)
-        else:
+        elif isinstance(node, yaml.MappingNode):
             value = loader.construct_mapping(node, deep=True)
+        else:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"unexpected {name} node", node.start_mark
+            )
         return {name: value}
 
     return construct

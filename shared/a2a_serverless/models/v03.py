@@ -256,18 +256,18 @@ def event_to_v03(event: StreamResponse) -> dict[str, Any]:
         if update.metadata:
             converted["metadata"] = update.metadata
         return converted
-    update = event.artifact_update  # type: ignore[assignment]
-    assert update is not None
+    chunk = event.artifact_update
+    assert chunk is not None
     converted = {
         "kind": "artifact-update",
-        "taskId": update.task_id,
-        "contextId": update.context_id,
-        "artifact": artifact_to_v03(update.artifact),
+        "taskId": chunk.task_id,
+        "contextId": chunk.context_id,
+        "artifact": artifact_to_v03(chunk.artifact),
     }
-    if update.append:
+    if chunk.append:
         converted["append"] = True
-    if update.last_chunk:
+    if chunk.last_chunk:
         converted["lastChunk"] = True
-    if update.metadata:
-        converted["metadata"] = update.metadata
+    if chunk.metadata:
+        converted["metadata"] = chunk.metadata
     return converted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import (
@@ -51,7 +52,7 @@ class _StreamBatch:
             raise
 
 
-def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> Mapping[str, Any]:
     records = event.get("Records") or []
     if records and records[0].get("eventSource") == "aws:sqs":
         processor = SqsFifoPartialProcessor(skip_group_on_error=True)

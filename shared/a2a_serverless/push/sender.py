@@ -208,7 +208,7 @@ class WebhookSender:
         found = self.store.get_push_delivery(task_id, config_id)
         if found is None:
             return  # deleted: deliveries stop
-        config, failures = found.config, found.failures
+        config = found.config
         result = None
         payload = self.payload(config.payload_version, task_id, seq)
         if payload is not None:  # else expired: nothing to deliver
@@ -224,9 +224,10 @@ class WebhookSender:
                 )
             self._done(task_id, config_id, seq, found)
             return
-        failures = self.store.count_push_failure(task_id, config_id)
-        if failures is None:
+        counted = self.store.count_push_failure(task_id, config_id)
+        if counted is None:
             return  # deleted meanwhile
+        failures = counted
         if failures >= self.config.max_attempts:
             self._dead_letter(task_id, config_id, seq, failures, result.error or "")
             self._done(task_id, config_id, seq, found, failed=True)

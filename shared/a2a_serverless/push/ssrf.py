@@ -1,9 +1,0 @@
-"""Compatibility alias: the SSRF guard now lives in core/egress.py."""
-
-from a2a_serverless.core.egress import (  # noqa: F401
-    EgressPolicy,
-    UnsafeWebhookUrl,
-    VettedTarget,
-    address_block_reason,
-    vet_url,
-)
