@@ -392,3 +392,68 @@ def test_delivery_state_of_a_deleted_config(store: TaskStore) -> None:
     assert store.count_push_failure(task_id, "c") is None
     store.reset_push_failures(task_id, "c")
     assert store.get_push_config(task_id, "c") is None
+
+
+# -- keys: owners and ids never collide, over-long ids name nothing --------------------------
+
+
+def test_owner_and_context_parts_never_collide(store: TaskStore) -> None:
+    """`{owner}#{contextId}` unescaped: (`x#proj`, `1`) and (`x`, `proj#1`) shared a listing."""
+    base = uid("alice2")
+    pairs = [(f"{base}#proj", "1"), (base, "proj#1"), (f"{base}%23proj", "1"), (base, "proj%231")]
+    tasks = {pair: create(store, *pair) for pair in pairs}
+    for (owner, context_id), record in tasks.items():
+        for state in (None, TaskState.SUBMITTED):
+            query = ListQuery(owner=owner, context_id=context_id, state=state)
+            assert _ids(store, query) == [record.task_id], query
+            assert store.count_tasks(query) == 1, query
+        owned = sorted(r.task_id for (o, _), r in tasks.items() if o == owner)
+        assert sorted(_ids(store, ListQuery(owner=owner))) == owned, owner
+        assert store.count_tasks(ListQuery(owner=owner)) == len(owned), owner
+
+
+def test_owner_and_message_id_parts_never_collide(store: TaskStore) -> None:
+    base = uid("alice2")
+    first = Dedupe(owner=f"{base}#proj", message_id="m", content_hash="h")
+    record = create(store, first.owner, dedupe=first)
+    assert store.find_dedupe(base, "proj#m") is None
+    assert store.find_dedupe(f"{base}%23proj", "m") is None
+    second = Dedupe(owner=base, message_id="proj#m", content_hash="h")
+    other = create(store, base, dedupe=second)  # no dedupe conflict with the first
+    assert store.find_dedupe(first.owner, "m") == (record.task_id, "h")
+    assert store.find_dedupe(base, "proj#m") == (other.task_id, "h")
+
+
+def test_tricky_owner_pages_with_tokens(store: TaskStore) -> None:
+    owner = uid("o#%23%") + "#😀"
+    records = [
+        create(store, owner, context_id="#%", at=T0 + timedelta(minutes=i)) for i in range(3)
+    ]
+    for context_id in (None, "#%"):
+        seen: list[str] = []
+        token = None
+        while True:
+            page, token = store.list_tasks(
+                ListQuery(owner=owner, context_id=context_id, page_size=1, page_token=token)
+            )
+            seen += [r.task_id for r in page]
+            if token is None:
+                break
+        assert seen == [r.task_id for r in reversed(records)]
+
+
+def test_ids_longer_than_a_key_can_hold_name_nothing(store: TaskStore) -> None:
+    """Reads with ids DynamoDB could not even key answer "not found", never an error."""
+    task_id = uid("task")
+    store.put_push_config(config(task_id, "c"))
+    huge_task, huge_config = "t" * 3000, "😀" * 300  # 3000 B > 2048, 1200 B > 1024
+    assert store.get_record(huge_task) is None
+    assert store.get_snapshot(huge_task, None) is None
+    assert store.list_push_configs(huge_task) == []
+    assert store.get_push_config(task_id, huge_config) is None
+    assert store.get_push_delivery(task_id, huge_config) is None
+    store.delete_push_config(task_id, huge_config)
+    assert store.count_push_failure(task_id, huge_config) is None
+    assert store.queue_behind(task_id, huge_config, 1) is False
+    assert store.find_dedupe("o" * 3000, "m") is None
+    assert [c.id for c, _ in store.list_push_configs(task_id)] == ["c"]

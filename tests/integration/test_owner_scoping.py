@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
+
 from a2a_serverless.local.stack import LocalStack
+from a2a_serverless.store import MAX_OWNER_BYTES
 from tests.integration.harness import (
     A2A,
     executions,
@@ -44,6 +47,54 @@ def test_another_owners_task_does_not_exist(local_stack: LocalStack, alice: A2A)
     assert alice.list().json["totalSize"] == 2
     wait_idle(local_stack)
     assert not any(e["name"] == f"{task_id}-2" for e in executions(local_stack))
+
+
+def test_separators_in_principals_and_ids_never_cross_owners(
+    local_stack: LocalStack, alice: A2A
+) -> None:
+    """Issue 10: `{owner}#{contextId}` unescaped gave principal `alice2#proj` listing context
+    `1` the tasks of `alice2` in context `proj#1` (and shared their retry records)."""
+    base = f"alice2-{uuid.uuid4().hex[:8]}"
+    proj, plain = alice.as_(f"{base}#proj"), alice.as_(base)
+    theirs = proj.send("proj secret", context_id="1", message_id="m").task
+    mine = plain.send("mine", context_id="proj#1", message_id="proj#m").task
+    assert theirs["id"] != mine["id"]
+
+    for client, context_id, expected in [
+        (proj, "1", theirs),
+        (plain, "proj#1", mine),
+    ]:
+        for query in ({}, {"status": expected["status"]["state"]}):
+            listed = client.list(contextId=context_id, **query)
+            assert listed.status == 200, listed.body
+            assert [t["id"] for t in listed.json.get("tasks", [])] == [expected["id"]], query
+            assert listed.json["totalSize"] == 1, listed.body
+        assert client.list().json["totalSize"] == 1
+    for client, context_id in [(plain, "1"), (proj, "proj#1"), (plain, "proj"), (proj, "")]:
+        listed = client.list(contextId=context_id or None)
+        other = mine if client is proj else theirs
+        assert other["id"] not in {t["id"] for t in listed.json.get("tasks", [])}, context_id
+    assert "secret" not in plain.get(theirs["id"]).body.decode()
+    # The retry record of (`alice2`, `proj#m`) is not (`alice2#proj`, `m`)'s: a retry is one.
+    retried = plain.send("mine", context_id="proj#1", message_id="proj#m")
+    assert retried.status == 200 and retried.task["id"] == mine["id"], retried.body
+
+
+def test_an_over_long_principal_is_refused_not_a_server_error(
+    local_stack: LocalStack, alice: A2A
+) -> None:
+    """The principal is part of its tasks' keys: one DynamoDB cannot key is a 400."""
+    task_id = alice.send("hi").task["id"]
+    long = alice.as_("p" * (MAX_OWNER_BYTES + 1))
+    sent = long.send("hello")
+    assert sent.status == 400 and sent.reason == "INVALID_REQUEST", sent.body
+    listed = long.list()
+    assert listed.status == 400 and listed.reason == "INVALID_REQUEST", listed.body
+    got = long.get(task_id)  # builds no key from the principal: just not theirs
+    assert got.status == 404 and got.reason == "TASK_NOT_FOUND", got.body
+    at_bound = alice.as_("p" * MAX_OWNER_BYTES)
+    assert at_bound.send("hello").status == 200
+    assert at_bound.list().json["totalSize"] == 1
 
 
 def test_card_push_and_extended_card_events(local_stack: LocalStack) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from a2a_serverless.core.errors import (
+    InvalidRequestError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -27,22 +28,49 @@ from a2a_serverless.models import (
 )
 from a2a_serverless.observability import annotate, task_ended
 from a2a_serverless.store import (
+    MAX_ID_BYTES,
+    MAX_OWNER_BYTES,
     InvalidPageToken,
     ListQuery,
     TaskRecord,
     TaskSnapshot,
     TaskStore,
+    utf8_size,
 )
 
-MAX_ID_LENGTH = 256
+# Ids become parts of storage keys, which DynamoDB bounds in bytes: so are the ids (the
+# store's key layout, store/keys.py, says how much room each key has). The old name stays
+# for the tests that import it.
+MAX_ID_LENGTH = MAX_ID_BYTES
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
 
 
 def require_task_id(task_id: str) -> None:
     """An empty or oversized id names no task: refuse it before any read."""
-    if not task_id or len(task_id) > MAX_ID_LENGTH:
-        raise TaskNotFoundError(taskId=task_id[:MAX_ID_LENGTH] or None)
+    if not task_id or utf8_size(task_id) > MAX_ID_BYTES:
+        raise TaskNotFoundError(taskId=task_id[:MAX_ID_BYTES] or None)
+
+
+def check_id_size(field: str, value: str | None) -> None:
+    """A caller-chosen id that will be part of a storage key: refused before any write."""
+    if value is not None and utf8_size(value) > MAX_ID_BYTES:
+        raise invalid_field(field, f"must be at most {MAX_ID_BYTES} bytes in UTF-8")
+
+
+def check_owner_size(owner: str) -> None:
+    """The principal is part of the keys of every task, counter and retry record it owns.
+
+    The authorizer (or the local principal header) chose it, not the request's params, and
+    it did authenticate: so not 401 and not InvalidParams, but InvalidRequest (400, -32600).
+    Only the operations that build keys from it (send, list) check it; the others compare it
+    with a task's owner and answer TaskNotFound as for any other principal.
+    """
+    if utf8_size(owner) > MAX_OWNER_BYTES:
+        raise InvalidRequestError(
+            f"The authenticated principal is longer than {MAX_OWNER_BYTES} bytes in UTF-8: "
+            "tasks cannot be scoped to it"
+        )
 
 
 def build_task(
@@ -134,6 +162,7 @@ class TaskQueries:
 
     def list_tasks(self, owner: str, params: ListTasksRequest) -> ListTasksResponse:
         page_size = DEFAULT_PAGE_SIZE if params.page_size is None else params.page_size
+        check_owner_size(owner)
         _check_list_params(params, page_size)
         query = ListQuery(
             owner=owner,
@@ -207,5 +236,4 @@ def _check_list_params(params: ListTasksRequest, page_size: int) -> None:
         raise invalid_field("historyLength", "must be zero or positive")
     if params.status is TaskState.UNSPECIFIED:
         raise invalid_field("status", "TASK_STATE_UNSPECIFIED is not a filter")
-    if params.context_id is not None and len(params.context_id) > MAX_ID_LENGTH:
-        raise invalid_field("contextId", f"must be at most {MAX_ID_LENGTH} characters")
+    check_id_size("contextId", params.context_id)

@@ -22,7 +22,13 @@ from a2a_serverless.core.errors import (
 )
 from a2a_serverless.core.executor import Executor, execution_name
 from a2a_serverless.core.push import PushService
-from a2a_serverless.core.query import MAX_ID_LENGTH, StreamStart, TaskQueries, build_task
+from a2a_serverless.core.query import (
+    StreamStart,
+    TaskQueries,
+    build_task,
+    check_id_size,
+    check_owner_size,
+)
 from a2a_serverless.core.tail import LogTail, PollPolicy, SettleWait
 from a2a_serverless.core.tasklog import StateMoved, status_event, transition
 from a2a_serverless.models import (
@@ -182,6 +188,7 @@ class MessageSender:
         """Validate the message, then create a task for it or continue the one it names."""
         message = request.message
         config = request.configuration or SendMessageConfiguration()
+        check_owner_size(owner)
         self._validate(message, config)
         dedupe = Dedupe(owner, message.message_id, content_hash(message))
         if message.task_id:
@@ -196,8 +203,7 @@ class MessageSender:
             ("message.contextId", message.context_id),
             ("message.taskId", message.task_id),
         ):
-            if value is not None and len(value) > MAX_ID_LENGTH:
-                raise invalid_field(name, f"must be at most {MAX_ID_LENGTH} characters")
+            check_id_size(name, value)
         if config.task_push_notification_config is not None:  # refused before any write
             self._push().require_enabled()
         for index, part in enumerate(message.parts):

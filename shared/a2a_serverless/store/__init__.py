@@ -18,9 +18,11 @@ from a2a_serverless.store.base import (
     TaskSnapshot,
     TaskStore,
 )
-from a2a_serverless.store.keys import stream_event
+from a2a_serverless.store.keys import MAX_ID_BYTES, MAX_OWNER_BYTES, stream_event, utf8_size
 
 __all__ = [
+    "MAX_ID_BYTES",
+    "MAX_OWNER_BYTES",
     "ConflictError",
     "Dedupe",
     "DeliveryStateStore",
@@ -35,4 +37,5 @@ __all__ = [
     "TaskSnapshot",
     "TaskStore",
     "stream_event",
+    "utf8_size",
 ]

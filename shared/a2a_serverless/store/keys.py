@@ -9,6 +9,20 @@ retry records sit in the single table (see template.yaml `TasksTable`):
 - `D#{owner}#{messageId}` / `D`: the SendMessage retry record.
 - Three sparse GSIs (`g1pk` owner, `g2pk` owner#context, `g3pk` owner#state; sort key `gsk`
   = status timestamp#taskId) order an owner's tasks by status time.
+
+Collision-free: a key that JOINS several parts with `#` escapes each part first (`%` ->
+`%25`, then `#` -> `%23`), so an escaped part holds no `#` and the join splits back into
+exactly the parts it was made of: (`alice2#proj`, `1`) and (`alice2`, `proj#1`) give
+`alice2%23proj#1` and `alice2#proj%231`. A key of ONE caller-chosen part after a fixed
+prefix (`T#`, `P#`, `O#`, `X#`, `g1pk`) is injective as it is and stays raw. Parts without
+`#` or `%` (UUIDs, ordinary principals) are unchanged by the escaping.
+
+Bounded: DynamoDB refuses a partition key over 2048 bytes and a sort key over 1024 bytes
+(GSI keys too). Every caller-chosen part has a UTF-8 byte bound (`MAX_*_BYTES`) that the
+core enforces before any write; `KEY_BUDGETS` is the worst case of every key under those
+bounds (escaping at most triples a part: one `#` or `%` byte becomes three), checked at
+import. Reads with ids beyond the bounds name no item: `key_fits` lets the store answer
+"not found" without asking DynamoDB (which would refuse the key).
 """
 
 from __future__ import annotations
@@ -49,7 +63,85 @@ INDEX_SORT = "gsk"
 
 EVENT_JSON = "ev"  # an event item's StreamResponse wire JSON (what streams and webhooks carry)
 EXPIRES = "expiresAt"  # the table's TTL attribute
-MAX_TOKEN_PART = 512
+
+PARTITION_KEY_MAX_BYTES = 2048  # DynamoDB's limits, table and GSI keys alike
+SORT_KEY_MAX_BYTES = 1024
+SEPARATOR = "#"
+ESCAPE_GROWTH = 3  # escaping turns one byte (`#` or `%`) into three; other bytes stay
+# Caller-chosen parts, in UTF-8 bytes (the core refuses longer ones before any write):
+MAX_ID_BYTES = 256  # taskId, contextId, messageId
+MAX_OWNER_BYTES = 384  # the authenticated principal (an IAM role session ARN is ~160)
+MAX_CONFIG_ID_BYTES = 512  # core/push.py allows 128 characters: at most 512 bytes
+TIMESTAMP_BYTES = len("2026-01-01T00:00:00.000Z")  # models.format_timestamp
+
+
+def utf8_size(value: str) -> int:
+    return len(value.encode("utf-8", "surrogatepass"))
+
+
+def escape(part: str) -> str:
+    """The part with no `#` left: `%` first, so an escape in the input stays distinct."""
+    return part.replace("%", "%25").replace("#", "%23")
+
+
+def unescape(part: str) -> str:
+    return part.replace("%23", "#").replace("%25", "%")
+
+
+def join(*parts: str) -> str:
+    """Several parts as one key: injective (see the module docstring)."""
+    return SEPARATOR.join(escape(part) for part in parts)
+
+
+def split(key: str) -> list[str]:
+    """The parts `join` made `key` of."""
+    return [unescape(part) for part in key.split(SEPARATOR)]
+
+
+def _escaped(raw_bytes: int) -> int:
+    return ESCAPE_GROWTH * raw_bytes
+
+
+# The largest each key can be when every part is at its bound (escaped parts tripled);
+# (worst case, DynamoDB's limit) by key. Checked below, and by tests/unit/test_keys.py against
+# keys built from worst-case strings.
+KEY_BUDGETS: dict[str, tuple[int, int]] = {
+    "T# task partition": (len(TASK_PREFIX) + MAX_ID_BYTES, PARTITION_KEY_MAX_BYTES),
+    "P# push config sort key": (len(PUSH_PREFIX) + MAX_CONFIG_ID_BYTES, SORT_KEY_MAX_BYTES),
+    "O# owner partition": (len(OWNER_PREFIX) + MAX_OWNER_BYTES, PARTITION_KEY_MAX_BYTES),
+    "X# context counter sort key": (
+        len(CONTEXT_COUNTER_PREFIX) + MAX_ID_BYTES,
+        SORT_KEY_MAX_BYTES,
+    ),
+    "D# retry record partition": (
+        len(DEDUPE_PREFIX) + _escaped(MAX_OWNER_BYTES) + 1 + _escaped(MAX_ID_BYTES),
+        PARTITION_KEY_MAX_BYTES,
+    ),
+    "g1pk owner": (MAX_OWNER_BYTES, PARTITION_KEY_MAX_BYTES),
+    "g2pk owner#context": (
+        _escaped(MAX_OWNER_BYTES) + 1 + _escaped(MAX_ID_BYTES),
+        PARTITION_KEY_MAX_BYTES,
+    ),
+    "g3pk owner#state": (
+        _escaped(MAX_OWNER_BYTES) + 1 + max(len(state.value) for state in TaskState),
+        PARTITION_KEY_MAX_BYTES,
+    ),
+    "gsk timestamp#taskId": (TIMESTAMP_BYTES + 1 + _escaped(MAX_ID_BYTES), SORT_KEY_MAX_BYTES),
+}
+_OVER = {name: sizes for name, sizes in KEY_BUDGETS.items() if sizes[0] > sizes[1]}
+if _OVER:  # a bound raised past what the keys can hold: fail at import, not on a write
+    raise RuntimeError(f"key bounds exceed DynamoDB's key limits: {_OVER}")
+
+# A page token's parts: the index sort key and a task id (whose partition key must fit).
+MAX_TOKEN_PART_BYTES = SORT_KEY_MAX_BYTES
+
+
+def key_fits(key: Mapping[str, Any]) -> bool:
+    """Whether DynamoDB accepts this table key (`pk`, `sk`): a longer one names no item."""
+    return (
+        utf8_size(key["pk"]["S"]) <= PARTITION_KEY_MAX_BYTES
+        and utf8_size(key["sk"]["S"]) <= SORT_KEY_MAX_BYTES
+    )
 
 
 def s(value: str) -> dict[str, str]:
@@ -85,7 +177,7 @@ def push_key(task_id: str, config_id: str) -> dict[str, Any]:
 
 
 def dedupe_key(owner: str, message_id: str) -> dict[str, Any]:
-    return {"pk": s(f"{DEDUPE_PREFIX}{owner}#{message_id}"), "sk": s(DEDUPE_SK)}
+    return {"pk": s(DEDUPE_PREFIX + join(owner, message_id)), "sk": s(DEDUPE_SK)}
 
 
 def owner_pk(owner: str) -> dict[str, str]:
@@ -102,15 +194,16 @@ def state_counter(state: TaskState) -> str:
 
 
 def index_sort_key(status_ts: str, task_id: str) -> str:
-    return f"{status_ts}#{task_id}"
+    # The timestamp holds no `#` and sorts first: ordering by status time is unchanged.
+    return join(status_ts, task_id)
 
 
 def state_partition(owner: str, state: TaskState) -> str:
-    return f"{owner}#{state.value}"
+    return join(owner, state.value)
 
 
 def context_partition(owner: str, context_id: str) -> str:
-    return f"{owner}#{context_id}"
+    return join(owner, context_id)
 
 
 def index_for(query: ListQuery) -> tuple[str, str, str | None]:
@@ -229,7 +322,9 @@ def decode_page_token(token: str) -> dict[str, str]:
     if (
         not isinstance(cursor, dict)
         or set(cursor) != {"k", "id"}
-        or not all(isinstance(v, str) and 0 < len(v) <= MAX_TOKEN_PART for v in cursor.values())
+        or not all(
+            isinstance(v, str) and 0 < utf8_size(v) <= MAX_TOKEN_PART_BYTES for v in cursor.values()
+        )
     ):
         raise InvalidPageToken("is not a token issued by this server")
     return cursor

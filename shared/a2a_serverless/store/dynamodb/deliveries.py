@@ -19,10 +19,11 @@ class DynamoDBDeliveries(DynamoDBTable):
     def _update_push(self, task_id: str, config_id: str, **update: Any) -> dict[str, Any] | None:
         """One conditional update of a config item: the response, or None when its condition
         failed (the config was deleted, or its queue state moved on)."""
+        key = keys.push_key(task_id, config_id)
+        if not keys.key_fits(key):  # names no config
+            return None
         try:
-            return self._db.update_item(
-                TableName=self._table, Key=keys.push_key(task_id, config_id), **update
-            )
+            return self._db.update_item(TableName=self._table, Key=key, **update)
         except self._db.exceptions.ConditionalCheckFailedException:
             return None
 
@@ -75,10 +76,13 @@ class DynamoDBDeliveries(DynamoDBTable):
         """Record that event `seq` goes through the queue too, if the config is still parked
         (True); False once the queue has drained and the config was unparked (deliver it
         directly) or deleted."""
+        key = keys.push_key(task_id, config_id)
+        if not keys.key_fits(key):  # names no config
+            return False
         try:
             self._db.update_item(
                 TableName=self._table,
-                Key=keys.push_key(task_id, config_id),
+                Key=key,
                 UpdateExpression="SET queuedThrough = :seq",
                 ConditionExpression="parked = :t AND queuedThrough < :seq",
                 ExpressionAttributeValues={**PARKED_AT, ":seq": keys.n(seq)},

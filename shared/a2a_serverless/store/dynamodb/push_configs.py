@@ -21,6 +21,8 @@ class DynamoDBPushConfigs(DynamoDBTable):
 
     def list_push_configs(self, task_id: str) -> list[tuple[TaskPushNotificationConfig, bool]]:
         """Every config of a task, with whether its deliveries are parked on the retry queue."""
+        if not keys.key_fits(keys.task_key(task_id, keys.HEADER)):
+            return []
         items = self._query_all(
             KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
             ExpressionAttributeValues={":pk": keys.task_pk(task_id), ":p": s(keys.PUSH_PREFIX)},
@@ -29,4 +31,6 @@ class DynamoDBPushConfigs(DynamoDBTable):
         return [(keys.push_config_of(i), keys.is_parked(i)) for i in items]
 
     def delete_push_config(self, task_id: str, config_id: str) -> None:
-        self._db.delete_item(TableName=self._table, Key=keys.push_key(task_id, config_id))
+        key = keys.push_key(task_id, config_id)
+        if keys.key_fits(key):  # a longer id names no config: already gone
+            self._db.delete_item(TableName=self._table, Key=key)

@@ -37,6 +37,8 @@ class DynamoDBTable:
         return {"Put": put}
 
     def _get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        if not keys.key_fits(key):  # no item has it; DynamoDB would refuse the request
+            return None
         return self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
 
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:

@@ -243,6 +243,8 @@ class DynamoDBTaskLog(DynamoDBTable):
 
     def _partition(self, task_id: str, condition: str = "", **values: Any) -> list[dict[str, Any]]:
         """Every item of a task's partition matching `pk = :pk{condition}`."""
+        if not keys.key_fits(keys.task_key(task_id, keys.HEADER)):  # names no task
+            return []
         return self._query_all(
             KeyConditionExpression="pk = :pk" + condition,
             ExpressionAttributeValues={":pk": keys.task_pk(task_id), **values},

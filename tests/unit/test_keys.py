@@ -1,0 +1,152 @@
+"""The key layout (store/keys.py): joined keys are injective, and every key stays within
+DynamoDB's byte limits when each caller-chosen part is at its bound."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from a2a_serverless.models import TaskState
+from a2a_serverless.store import keys
+
+# Strings that break naive joins and escapes: the separator, the escape character, the
+# escape sequences themselves, empty, non-ASCII (2-, 3- and 4-byte UTF-8).
+TRICKY = ["", "#", "%", "%23", "%25", "%2523", "a#", "#a", "a%", "##", "%%", "é", "€", "😀", "a"]
+
+
+def all_pairs(atoms: list[str], length: int) -> list[str]:
+    """Every string of up to `length` atoms."""
+    return [
+        "".join(combo)
+        for size in range(length + 1)
+        for combo in itertools.product(atoms, repeat=size)
+    ]
+
+
+STRINGS = sorted(set(all_pairs(["#", "%", "2", "3", "5", "a"], 3)) | set(TRICKY))
+
+
+def test_escape_leaves_no_separator_and_round_trips() -> None:
+    for value in STRINGS:
+        escaped = keys.escape(value)
+        assert keys.SEPARATOR not in escaped, value
+        assert keys.unescape(escaped) == value, value
+        assert keys.utf8_size(escaped) <= keys.ESCAPE_GROWTH * keys.utf8_size(value), value
+
+
+def test_plain_parts_are_unchanged() -> None:
+    """UUIDs and ordinary principals keep the keys they had before escaping existed."""
+    for value in ["alice", "0f1e2d3c-aaaa-bbbb-cccc-000000000000", "arn:aws:sts::1:x/y", "é😀"]:
+        assert keys.escape(value) == value
+    assert keys.context_partition("alice", "ctx-1") == "alice#ctx-1"
+
+
+def test_join_is_injective_over_tricky_pairs() -> None:
+    seen: dict[str, tuple[str, str]] = {}
+    for pair in itertools.product(STRINGS, repeat=2):
+        joined = keys.join(*pair)
+        assert seen.setdefault(joined, pair) == pair, (joined, seen[joined], pair)
+        assert keys.split(joined) == list(pair)
+
+
+def test_join_is_injective_over_random_strings() -> None:
+    rng = random.Random(10)
+    alphabet = "#%235a😀é"
+    seen: dict[str, tuple[str, ...]] = {}
+    for _ in range(20_000):
+        parts = tuple(
+            "".join(rng.choice(alphabet) for _ in range(rng.randrange(6)))
+            for _ in range(rng.randrange(1, 4))
+        )
+        joined = keys.join(*parts)
+        assert seen.setdefault(joined, parts) == parts, (joined, seen[joined], parts)
+        assert tuple(keys.split(joined)) == parts
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (("alice2#proj", "1"), ("alice2", "proj#1")),
+        (("alice2%23proj", "1"), ("alice2#proj", "1")),  # an escape in the input stays distinct
+        (("a", "%23"), ("a", "#")),
+        (("a#", ""), ("a", "#")),
+    ],
+)
+def test_owner_scoped_keys_of_the_issue_differ(
+    first: tuple[str, str], second: tuple[str, str]
+) -> None:
+    assert keys.context_partition(*first) != keys.context_partition(*second)
+    assert keys.dedupe_key(*first) != keys.dedupe_key(*second)
+
+
+def test_state_partitions_and_sort_keys_keep_their_order() -> None:
+    assert keys.state_partition("o#x", TaskState.WORKING) == "o%23x#TASK_STATE_WORKING"
+    early = keys.index_sort_key("2026-01-01T00:00:00.000Z", "#%")
+    late = keys.index_sort_key("2026-01-01T00:00:00.001Z", "")
+    assert early < late < "2026-01-01T00:00:00.001Z~"  # ListTasks' "strictly after" bound
+
+
+# -- bounds ----------------------------------------------------------------------------------
+
+
+def worst(size: int, char: str) -> str:
+    """A string of `size` UTF-8 bytes made of `char` (as many as fit)."""
+    return char * (size // keys.utf8_size(char))
+
+
+@pytest.mark.parametrize("char", ["#", "%", "a", "😀", "€"])
+def test_every_key_fits_with_every_part_at_its_bound(char: str) -> None:
+    owner = worst(keys.MAX_OWNER_BYTES, char)
+    an_id = worst(keys.MAX_ID_BYTES, char)
+    config_id = worst(keys.MAX_CONFIG_ID_BYTES, char)
+    timestamp = "2026-12-31T23:59:59.999Z"
+    assert len(timestamp) == keys.TIMESTAMP_BYTES
+    partitions = [
+        keys.task_pk(an_id)["S"],
+        keys.owner_pk(owner)["S"],
+        keys.dedupe_key(owner, an_id)["pk"]["S"],
+        owner,  # g1pk
+        keys.context_partition(owner, an_id),
+        *(keys.state_partition(owner, state) for state in TaskState),
+    ]
+    sorts = [
+        keys.push_key(an_id, config_id)["sk"]["S"],
+        keys.context_counter_sk(an_id),
+        keys.index_sort_key(timestamp, an_id),
+    ]
+    for value in partitions:
+        assert keys.utf8_size(value) <= keys.PARTITION_KEY_MAX_BYTES, value[:40]
+    for value in sorts:
+        assert keys.utf8_size(value) <= keys.SORT_KEY_MAX_BYTES, value[:40]
+    # The budgets are the worst case: the all-`#` strings reach them exactly.
+    if char == "#":
+        assert (
+            keys.utf8_size(keys.context_partition(owner, an_id))
+            == (keys.KEY_BUDGETS["g2pk owner#context"][0])
+        )
+        assert (
+            keys.utf8_size(keys.dedupe_key(owner, an_id)["pk"]["S"])
+            == (keys.KEY_BUDGETS["D# retry record partition"][0])
+        )
+
+
+def test_budgets_are_within_dynamodb_limits() -> None:
+    assert keys.PARTITION_KEY_MAX_BYTES == 2048 and keys.SORT_KEY_MAX_BYTES == 1024
+    for name, (worst_case, limit) in keys.KEY_BUDGETS.items():
+        assert worst_case <= limit, name
+    # The issue-11 case: 256 four-byte characters are 1024 bytes, four times the id bound.
+    assert keys.utf8_size("😀" * 256) == 1024 > keys.MAX_ID_BYTES
+
+
+def test_key_fits_matches_dynamodb_limits() -> None:
+    assert keys.key_fits(keys.task_key("t" * 2046, keys.HEADER))
+    assert not keys.key_fits(keys.task_key("t" * 2047, keys.HEADER))
+    assert keys.key_fits(keys.push_key("t", "😀" * 255 + "cc"))  # 2 + 1020 + 2 bytes
+    assert not keys.key_fits(keys.push_key("t", "😀" * 256))
+
+
+def test_page_tokens_round_trip_tricky_positions() -> None:
+    cursor = {"k": keys.index_sort_key("2026-01-01T00:00:00.000Z", "#%😀"), "id": "#%😀"}
+    assert keys.decode_page_token(keys.encode_page_token(cursor)) == cursor
