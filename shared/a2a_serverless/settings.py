@@ -77,6 +77,11 @@ class Settings(BaseSettings):
     push_dead_letter_queue_url: str = Field("", description="Where undeliverable events go.")
     push_connect_timeout: float = Field(3.0, gt=0)
     push_read_timeout: float = Field(10.0, gt=0)
+    cors_allow_origins: str = Field(
+        "",
+        description="Comma-separated origins (scheme://host[:port]) whose browser clients may "
+        "call the API (CORS); empty = none.",
+    )
     aws_endpoint_url: str = Field("", description="Override AWS endpoint (local tools only).")
     powertools_metrics_namespace: str = Field(
         "A2AServerless", description="CloudWatch namespace of the functions' EMF metrics."

@@ -114,15 +114,33 @@ def rest_api_body(cfn: dict[str, Any]) -> dict[str, Any]:
     return apis["Api"]["Properties"]["Body"]
 
 
-def routes(cfn: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(METHOD, path) -> its x-amazon-apigateway-integration, for every method of the API."""
+def resolve_if(cfn: dict[str, Any], value: Any, parameters: dict[str, str] | None = None) -> Any:
+    """A template value as CloudFormation deploys it: a `Fn::If` resolved for the parameters
+    (defaults otherwise), None for AWS::NoValue; any other value as it is."""
+    if isinstance(value, dict) and list(value) == ["Fn::If"]:
+        condition, if_true, if_false = value["Fn::If"]
+        chosen = if_true if condition_holds(cfn, condition, parameters or {}) else if_false
+        return resolve_if(cfn, chosen, parameters)
+    if value == {"Ref": "AWS::NoValue"}:
+        return None
+    return value
+
+
+def routes(
+    cfn: dict[str, Any], parameters: dict[str, str] | None = None
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """(METHOD, path) -> its x-amazon-apigateway-integration, for every method of the API as
+    deployed with the parameters (defaults otherwise): a conditional method (the CORS
+    preflight) counts only where its condition holds."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for path, item in rest_api_body(cfn)["paths"].items():
         for method, operation in item.items():
             assert method in HTTP_METHODS or method == "x-amazon-apigateway-any-method", (
                 f"unexpected key {method!r} under {path}"
             )
-            found[(method.upper(), path)] = operation["x-amazon-apigateway-integration"]
+            operation = resolve_if(cfn, operation, parameters)
+            if operation is not None:
+                found[(method.upper(), path)] = operation["x-amazon-apigateway-integration"]
     return found
 
 

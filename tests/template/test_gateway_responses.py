@@ -1,4 +1,5 @@
-"""Errors API Gateway answers itself have the google.rpc.Status JSON body of the functions."""
+"""Errors API Gateway answers itself keep their status and have the functions' google.rpc.Status
+JSON body."""
 
 from __future__ import annotations
 
@@ -9,15 +10,38 @@ import pytest
 
 from tests.template.sam import rest_api_body
 
-# responseType -> (HTTP status, google.rpc status name)
+# responseType -> (HTTP status, google.rpc status name). The statuses are API Gateway's own for
+# each type (supported-gateway-response-types), except the unknown route's 404; the names are
+# google.rpc's for the HTTP status (code.proto), INVALID_ARGUMENT for 413 and 415.
 EXPECTED = {
     "MISSING_AUTHENTICATION_TOKEN": (404, "NOT_FOUND"),  # unknown path or method
-    "THROTTLED": (429, "RESOURCE_EXHAUSTED"),
+    "RESOURCE_NOT_FOUND": (404, "NOT_FOUND"),
+    "BAD_REQUEST_BODY": (400, "INVALID_ARGUMENT"),
+    "BAD_REQUEST_PARAMETERS": (400, "INVALID_ARGUMENT"),
+    "UNAUTHORIZED": (401, "UNAUTHENTICATED"),
+    "ACCESS_DENIED": (403, "PERMISSION_DENIED"),
+    "EXPIRED_TOKEN": (403, "PERMISSION_DENIED"),
+    "INVALID_API_KEY": (403, "PERMISSION_DENIED"),
+    "INVALID_SIGNATURE": (403, "PERMISSION_DENIED"),
+    "WAF_FILTERED": (403, "PERMISSION_DENIED"),
     "REQUEST_TOO_LARGE": (413, "INVALID_ARGUMENT"),
     "UNSUPPORTED_MEDIA_TYPE": (415, "INVALID_ARGUMENT"),
+    "THROTTLED": (429, "RESOURCE_EXHAUSTED"),
+    "QUOTA_EXCEEDED": (429, "RESOURCE_EXHAUSTED"),
+    "AUTHORIZER_FAILURE": (500, "INTERNAL"),
+    "AUTHORIZER_CONFIGURATION_ERROR": (500, "INTERNAL"),
     "INTEGRATION_TIMEOUT": (504, "DEADLINE_EXCEEDED"),
-    "DEFAULT_4XX": (400, "INVALID_ARGUMENT"),
-    "DEFAULT_5XX": (500, "INTERNAL"),
+}
+# The fallbacks: no status of their own (a StatusCode would replace the status of every
+# response of the class without an entry); the body's code is the class's.
+FALLBACKS = {"DEFAULT_4XX": (400, "INVALID_ARGUMENT"), "DEFAULT_5XX": (500, "INTERNAL")}
+
+# Sample values for the $context variables a gateway response template may use.
+SAMPLE_CONTEXT = {
+    "$context.error.messageString": json.dumps('Gateway said "no"'),
+    "$context.error.message": 'Gateway said "no"',
+    "$context.error.responseType": "THROTTLED",
+    "$context.requestId": "c6af9ac6-7b61-11e6-9a41-93e8deadbeef",
 }
 
 
@@ -25,31 +49,54 @@ def _responses(cfn: dict[str, Any]) -> dict[str, Any]:
     return rest_api_body(cfn)["x-amazon-apigateway-gateway-responses"]
 
 
-def _render(template: str, message: str = "Gateway said no") -> Any:
-    # Gateway response templates are not VTL: API Gateway only substitutes $context variables;
+def _render(template: str) -> Any:
+    # Gateway response templates are not VTL: API Gateway only substitutes variables;
     # messageString is the message as a quoted JSON string.
     assert "#" not in template and "$input" not in template
-    rendered = template.replace("$context.error.messageString", json.dumps(message))
+    rendered = template
+    # Longest names first: $context.error.message is a prefix of messageString.
+    for name in sorted(SAMPLE_CONTEXT, key=len, reverse=True):
+        rendered = rendered.replace(name, SAMPLE_CONTEXT[name])
     assert "$" not in rendered, f"unsubstituted variable in {template}"
     return json.loads(rendered)
 
 
-def test_the_gateway_response_set(cfn: dict[str, Any]) -> None:
-    assert set(_responses(cfn)) == set(EXPECTED)
-
-
-@pytest.mark.parametrize("response_type", sorted(EXPECTED))
-def test_status_shaped_json_body(cfn: dict[str, Any], response_type: str) -> None:
-    response = _responses(cfn)[response_type]
-    code, status = EXPECTED[response_type]
-    assert response["statusCode"] == str(code)
+def _status_shaped(response: dict[str, Any], code: int, status: str) -> None:
     assert list(response["responseTemplates"]) == ["application/json"]
     body = _render(response["responseTemplates"]["application/json"])
     assert set(body) == {"error"}
     assert set(body["error"]) == {"code", "status", "message"}
-    assert body["error"]["code"] == code  # always equals the HTTP status
+    assert body["error"]["code"] == code
     assert body["error"]["status"] == status
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+
+
+def test_the_gateway_response_set(cfn: dict[str, Any]) -> None:
+    assert set(_responses(cfn)) == set(EXPECTED) | set(FALLBACKS)
+
+
+@pytest.mark.parametrize("response_type", sorted(EXPECTED))
+def test_each_response_type_keeps_its_status(cfn: dict[str, Any], response_type: str) -> None:
+    response = _responses(cfn)[response_type]
+    code, status = EXPECTED[response_type]
+    assert response["statusCode"] == str(code)
+    _status_shaped(response, code, status)  # the body's code always equals the HTTP status
+
+
+@pytest.mark.parametrize("response_type", sorted(FALLBACKS))
+def test_the_fallbacks_pin_no_status(cfn: dict[str, Any], response_type: str) -> None:
+    response = _responses(cfn)[response_type]
+    assert "statusCode" not in response, (
+        f"{response_type} with a statusCode turns every uncustomized response of its class "
+        "(an authorizer's 401 or 403 too) into that status"
+    )
+    _status_shaped(response, *FALLBACKS[response_type])
+
+
+def test_authentication_and_authorization_are_told_apart(cfn: dict[str, Any]) -> None:
+    responses = _responses(cfn)
+    assert responses["UNAUTHORIZED"]["statusCode"] == "401"
+    assert {responses[t]["statusCode"] for t in ("ACCESS_DENIED", "EXPIRED_TOKEN")} == {"403"}
 
 
 def test_unknown_routes_are_404_not_found(cfn: dict[str, Any]) -> None:
@@ -61,8 +108,15 @@ def test_unknown_routes_are_404_not_found(cfn: dict[str, Any]) -> None:
     }
 
 
+def test_the_message_keeps_quotes_escaped(cfn: dict[str, Any]) -> None:
+    body = _render(_responses(cfn)["THROTTLED"]["responseTemplates"]["application/json"])
+    assert body["error"]["message"] == 'Gateway said "no"'
+
+
 def test_render_rejects_a_broken_template() -> None:
     with pytest.raises(json.JSONDecodeError):
         _render('{"error":{"code":400,"message":"$context.error.messageString"}}')
-    with pytest.raises(AssertionError):
+    with pytest.raises(json.JSONDecodeError):
         _render('{"error":{"code":400,"message":$context.error.message}}')
+    with pytest.raises(AssertionError):
+        _render('{"error":{"code":$context.status,"message":$context.error.messageString}}')

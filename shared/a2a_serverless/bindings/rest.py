@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from a2a_serverless.bindings.cors import CorsHeaders
 from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
 from a2a_serverless.bindings.http import (
     PayloadTooLarge,
@@ -95,6 +96,7 @@ def create_app(*routers: APIRouter, title: str = "a2a-serverless") -> FastAPI:
     own observability scope (correlation ids, metrics, one log line)."""
     app = FastAPI(title=title, openapi_url=None, docs_url=None, redoc_url=None)
     app.add_middleware(RequestScope)
+    app.add_middleware(CorsHeaders)
     for router in routers:
         app.include_router(router)
 

@@ -13,14 +13,20 @@ import re
 import uuid
 from typing import Any
 
+from a2a_serverless.bindings.cors import allowed_origin, parse_origins, preflight_headers
+
 LOCAL_PRINCIPAL_HEADER = "x-local-principal"
 
 
 class Gateway:
     """An ASGI app that routes like an API Gateway REST API and adds its request context."""
 
-    def __init__(self, routes: list[tuple[str, str, Any]], stage: str = "prod") -> None:
+    def __init__(
+        self, routes: list[tuple[str, str, Any]], stage: str = "prod", cors_allow_origins: str = ""
+    ) -> None:
         self.stage = stage
+        # The template's CorsAllowOrigins: set, every path answers OPTIONS here (preflight).
+        self.cors_allow_origins = cors_allow_origins
         self.routes = []
         for method, path, app in routes:
             pattern = re.escape(path)
@@ -45,6 +51,13 @@ class Gateway:
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         if scope["type"] != "http":
+            return
+        if (
+            scope["method"] == "OPTIONS"
+            and parse_origins(self.cors_allow_origins)
+            and any(pattern.match(scope["path"]) for _, pattern, _, _ in self.routes)
+        ):
+            await self._preflight(scope, send)
             return
         found = self.match(scope["method"], scope["path"])
         if found is None:
@@ -93,3 +106,17 @@ class Gateway:
             context["authorizer"] = {"principalId": principal}
         headers.append((b"x-amzn-request-context", json.dumps(context).encode()))
         await app({**scope, "headers": headers}, receive, send)
+
+    async def _preflight(self, scope: dict[str, Any], send: Any) -> None:
+        """The template's OPTIONS mock integration: 204, the Origin echoed only if allowed."""
+        origin = next((v.decode() for k, v in scope["headers"] if k.lower() == b"origin"), None)
+        allowed = allowed_origin(origin, self.cors_allow_origins)
+        headers = preflight_headers(allowed)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 204,
+                "headers": [(k.lower().encode(), v.encode()) for k, v in headers],
+            }
+        )
+        await send({"type": "http.response.body", "body": b""})
