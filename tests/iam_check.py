@@ -101,6 +101,9 @@ class Call:
     action: str
     resource: str
     operation: str = ""
+    # Where it was first seen (pytest's current test, the thread): help, not identity.
+    test: str | None = field(default=None, compare=False)
+    thread: str = field(default="", compare=False)
 
 
 @dataclass
@@ -331,6 +334,7 @@ def format_report(report: Report) -> list[str]:
     for call in report.denied:
         lines.append(
             f"DENIED  {call.principal}: {call.action} on {call.resource} ({call.operation})"
+            + (f" in {call.test} [{call.thread}]" if call.test else "")
         )
     for call in report.tolerated:
         lines.append(

@@ -36,10 +36,11 @@ def make_stack() -> Iterator[Callable[..., LocalStack]]:
         return stack
 
     yield make
-    for stack in stacks:
-        try:
+    try:
+        for stack in stacks:  # every stack idle before any stops: stacks nest (LocalStack)
             wait_idle(stack)
-        finally:
+    finally:
+        for stack in reversed(stacks):
             stack.stop()
 
 

@@ -119,13 +119,15 @@ def serve() -> Iterator[Callable[..., Served]]:
         return served
 
     yield make
-    for served in made:
-        try:
+    try:
+        for served in made:
             served.server.stop()
-            flows_for_tests.GATES.emit.set()
-            flows_for_tests.GATES.finish.set()
+        flows_for_tests.GATES.emit.set()
+        flows_for_tests.GATES.finish.set()
+        for served in made:  # every stack idle before any stops: stacks nest (LocalStack)
             wait_idle(served.stack)
-        finally:
+    finally:
+        for served in reversed(made):
             served.stack.stop()
 
 

@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    # The console shows one JSON log line per request; the EMF metric blobs CloudWatch reads
+    # would bury them (POWERTOOLS_METRICS_DISABLED=false scripts/dev prints them too).
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     parameters = dict(p.split("=", 1) for p in args.param)
     if args.flow:
         parameters["Flow"] = args.flow

@@ -322,6 +322,9 @@ class CallRecorder:
                     "action": action,
                     "resource": resource,
                     "operation": f"{service}:{model.name}",
+                    # Where a surprising call came from, when pytest runs the stack.
+                    "test": os.environ.get("PYTEST_CURRENT_TEST"),
+                    "thread": threading.current_thread().name,
                 },
             )
 

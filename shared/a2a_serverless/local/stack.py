@@ -22,7 +22,7 @@ import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from a2a_serverless.local import moto_patches, resources
 from a2a_serverless.local.calls import CALL_LOG_ENV, CallRecorder, acting_as
@@ -98,7 +98,14 @@ class _AttributedApp:
 
 
 class LocalStack:
-    """moto + the real handlers, created from template.yaml."""
+    """moto + the real handlers, created from template.yaml.
+
+    Stacks of one process nest: each saves the environment and moto patches it replaces and
+    restores them when it stops, so they must stop in the reverse order of their starts (an
+    older stack stopping first would pull the environment from under a newer one).
+    """
+
+    _live: ClassVar[list[LocalStack]] = []
 
     def __init__(
         self,
@@ -138,6 +145,7 @@ class LocalStack:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> LocalStack:
+        LocalStack._live.append(self)
         self._set_env(_BASE_ENV)
         from moto import mock_aws
 
@@ -193,6 +201,13 @@ class LocalStack:
         return self
 
     def stop(self) -> None:
+        if self in LocalStack._live:
+            if LocalStack._live[-1] is not self:
+                raise RuntimeError(
+                    "a newer local stack is still running: stop stacks in the reverse order "
+                    "of their starts"
+                )
+            LocalStack._live.remove(self)
         if self.event_sources is not None:
             self.event_sources.stop()
             self.event_sources = None
@@ -291,4 +306,8 @@ class LocalStack:
         for logical_id, spec in self.functions.items():
             for method, path in spec.events:
                 routes.append((method, path, self.app_for(logical_id)))
-        return Gateway(routes, stage=self.parameters.get("StageName", "prod"))
+        return Gateway(
+            routes,
+            stage=self.parameters.get("StageName", "prod"),
+            cors_allow_origins=self.parameters.get("CorsAllowOrigins", ""),
+        )
