@@ -156,10 +156,20 @@ def fifo_groups_in_order(patches: Patches) -> None:
 def lambda_invoke(patches: Patches, invoke: Callable[[str, Any, Any], str]) -> None:
     """moto would run a function's code in Docker: `invoke(function_name, body,
     response_headers)` runs it in-process instead and returns the response payload."""
-    from moto.awslambda.models import LambdaFunction
+    from moto.awslambda.models import LambdaFunction, lambda_backends
 
     def invoke_in_process(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> Any:
-        return invoke(fn.function_name, body, response_headers)
+        name: str = fn.function_name
+        try:
+            current = lambda_backends[fn.account_id][fn.region].get_function(name)
+        except Exception:  # moto's not-found errors
+            current = None
+        if current is not fn:
+            # An execution of an earlier stack whose interpreter thread outlived it (tests
+            # start stacks one after another): its function went with that stack, and running
+            # this stack's handler for it would mix the two. The execution fails instead.
+            raise RuntimeError(f"{name} belongs to a stopped local stack")
+        return invoke(name, body, response_headers)
 
     patches.replace(LambdaFunction, "invoke", invoke_in_process)
 
