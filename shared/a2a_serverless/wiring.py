@@ -44,7 +44,12 @@ def get_store() -> DynamoDBTaskStore:
 @lru_cache(maxsize=1)
 def get_push() -> PushService:
     settings = get_settings()
-    return PushService(get_store(), settings.push_notifications, egress_policy(settings))
+    return PushService(
+        get_store(),
+        settings.push_notifications,
+        egress_policy(settings),
+        max_configs_per_task=settings.push_max_configs_per_task,
+    )
 
 
 def egress_policy(settings: Settings) -> EgressPolicy:
@@ -92,6 +97,8 @@ def get_webhook_sender() -> WebhookSender:
             retry_cap_seconds=settings.push_retry_cap_seconds,
             max_attempts=settings.push_max_attempts,
             dead_letter_queue_url=settings.push_dead_letter_queue_url,
+            slow_seconds=settings.push_slow_seconds,
+            batch_deadline_seconds=settings.push_batch_deadline_seconds,
         ),
     )
 

@@ -10,6 +10,7 @@ which events share a batch; the first two let the pollers run in their threads, 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import threading
@@ -21,13 +22,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 
 from a2a_serverless import wiring
 from a2a_serverless.local import events
 from a2a_serverless.local.events import EventSources, QueueMapping, StreamMapping
 from a2a_serverless.local.stack import REGION, LocalStack
-from a2a_serverless.models import SendMessageRequest
+from a2a_serverless.models import SendMessageRequest, TaskPushNotificationConfig
 from tests.integration.harness import event_log, queue_depth, sqs, wait_for, wait_idle
 
 OWNER = "alice"
@@ -59,6 +61,7 @@ class Post:
     headers: dict[str, str]  # lower-case names
     body: dict[str, Any]
     status: int  # what the receiver answered
+    at: float = 0.0  # time.monotonic() when it arrived
 
     @property
     def ok(self) -> bool:
@@ -102,7 +105,7 @@ class Webhooks:
             answer = self.scripts.get(name, always(404))(index)
             delay, status = answer if isinstance(answer, tuple) else (0.0, answer)
             headers = {k.lower(): v for k, v in request.headers.items()}
-            self.posts.append(Post(name, headers, json.loads(body), status))
+            self.posts.append(Post(name, headers, json.loads(body), status, time.monotonic()))
         time.sleep(delay)
         with contextlib.suppress(OSError):  # a sender that timed out has hung up
             request.send_response(status)
@@ -418,7 +421,8 @@ def test_a_slow_webhook_is_retried_from_the_queue(
         pump_stream(stack)
         assert parked(task_id)
         pump_queue(stack)
-        # The two timed-out POSTs were answered 200 too late: only the queued ones count.
+        # Two POSTs timed out (the inline one: a timeout parks at once; the first queued one)
+        # and were answered 200 too late: only the later queued ones count.
         assert [p.body for p in webhooks.posts_to("slow")][2:] == expected
         assert dead_letters(stack) == []
 
@@ -484,3 +488,192 @@ def stuck_event_sequence_numbers(stream: StreamMapping, task_id: str) -> list[in
         and r["dynamodb"]["Keys"]["pk"]["S"] == f"T#{task_id}"
         and r["dynamodb"]["Keys"]["sk"]["S"].startswith("E#")
     ]
+
+
+# -- noisy neighbours --------------------------------------------------------------------------
+
+
+def _message(text: str, task_id: str | None = None, context_id: str | None = None) -> Any:
+    return SendMessageRequest.model_validate(
+        {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+                **({"taskId": task_id, "contextId": context_id} if task_id else {}),
+            },
+            "configuration": {"returnImmediately": True},
+        }
+    )
+
+
+def _first_delivery_seconds(webhooks: Webhooks, name: str) -> float:
+    """Seconds from a new task of another owner (its webhook `name`, inline) to the first
+    POST its webhook receives."""
+    hook = webhooks.hook(name, always(200))
+    sent = time.monotonic()
+    start_task(hook, f"quick {name}", blocking=False)
+    wait_for(lambda: webhooks.posts_to(name), timeout=30, interval=0.005)
+    return webhooks.posts_to(name)[0].at - sent
+
+
+def _hostile_turn(webhooks: Webhooks, round_: int, delay: float) -> None:
+    """Another owner's task with the most configs allowed (10), each answering 200 after
+    `delay` seconds, gets a new turn (several events) now."""
+    service, push = wiring.get_service(), wiring.get_push()
+    task = service.send_message("mallory", _message("ask me [input]")).task
+    assert task is not None and task.id
+    wait_for(
+        lambda: (
+            (r := wiring.get_store().get_record(task.id))
+            and r.state.value.endswith("INPUT_REQUIRED")
+        )
+    )
+    for n in range(10):
+        url = webhooks.hook(f"hostile-{round_}-{n}", lambda _n: (delay, 200))
+        push.create("mallory", task.id, TaskPushNotificationConfig(url=url))
+    service.send_message("mallory", _message("the answer", task.id, task.context_id))
+    # In flight: the first of its POSTs has arrived (the batch is waiting on the answers).
+    hooks = [f"hostile-{round_}-{n}" for n in range(10)]
+    wait_for(lambda: any(webhooks.posts_to(h) for h in hooks), timeout=10, interval=0.005)
+
+
+def test_slow_webhooks_of_one_owner_do_not_delay_another_owners_first_delivery(
+    webhooks: Webhooks,
+) -> None:
+    """Issue 11: 10 configs answering after 8 s once took another owner's first delivery from
+    ~0.5 s to ~480 s (posted one after another, each slow answer waited out). Scaled down
+    (3 s answers, 0.1 s slow threshold), measured three times each way in one run: the
+    median with a hostile turn in flight stays within 2x of the quiet median (floored).
+
+    Only the stream mapping polls (in its thread, as deployed): the first delivery is its
+    job. The parked hostile events pile up on the retry queue, whose consumer runs in other
+    invocations in AWS; here moto's FIFO receive gets slower with every queued message and
+    would tax the whole process, which is not what is measured (nor is the pile-up: the
+    queue is emptied after each round)."""
+    with push_stack(PUSH_SLOW_SECONDS="0.1") as stack:
+        stream = mappings(stack).by_name(STREAM)
+        stream.start()
+        try:
+            quiet = sorted(_first_delivery_seconds(webhooks, f"quiet-{n}") for n in range(3))
+            wait_idle(stack)
+            noisy = []
+            for round_ in range(3):
+                _hostile_turn(webhooks, round_, delay=3.0)
+                noisy.append(_first_delivery_seconds(webhooks, f"noisy-{round_}"))
+                wait_idle(stack)
+                # The hostile webhooks were parked: their events queued. Emptied for the next
+                # round: moto's SQS calls slow down with every queued message.
+                wait_for(lambda: not stream.busy, timeout=10)
+                assert len(take_all(stack.queues["PushRetryQueue"])) >= 10
+        finally:
+            stream.stop()
+    noisy.sort()
+    print(f"\nfirst delivery, quiet: {quiet} s; with a hostile owner: {noisy} s")
+    # A floor of 0.25 s under the quiet median: locally the quiet case is ~0.1 s, and a
+    # delivery queued behind the hostile turn's first batch still waits for that batch (one
+    # slow-threshold wait, 0.1 s here, plus ~0.1-0.2 s of moto CPU parking ten webhooks). The
+    # ratio is meant to catch seconds of stalling (unfixed: more than 30 s), not that.
+    assert noisy[1] <= 2 * max(quiet[1], 0.25), (quiet, noisy)
+
+
+# -- the per-task config cap ------------------------------------------------------------------
+
+CAP = 3  # PushMaxConfigsPerTask of the cap test's stack (the template's default is 10)
+
+
+def _violations(details: list[dict[str, Any]]) -> list[str]:
+    return [
+        v["field"]
+        for d in details
+        if d["@type"].endswith("google.rpc.BadRequest")
+        for v in d["fieldViolations"]
+    ]
+
+
+def _reasons(details: list[dict[str, Any]]) -> list[str]:
+    return [d["reason"] for d in details if d["@type"].endswith("google.rpc.ErrorInfo")]
+
+
+def test_configs_per_task_are_capped_over_rest_and_jsonrpc(webhooks: Webhooks) -> None:
+    """PushMaxConfigsPerTask reaches the functions; past it, creating a config (REST and
+    JSON-RPC) and an inline config in a send (REST and JSON-RPC) are InvalidParams naming
+    the field, and nothing more is stored. Replacing a config by its id adds none."""
+    url = webhooks.hook("capped", always(200))
+    with LocalStack(parameters={"PushMaxConfigsPerTask": str(CAP)}, event_sources=False) as stack:
+
+        async def calls() -> list[httpx.Response]:
+            transport = httpx.ASGITransport(app=stack.gateway())
+            headers = {"A2A-Version": "1.0", "x-local-principal": OWNER}
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://local", headers=headers
+            ) as http:
+
+                def rpc(method: str, params: dict[str, Any]) -> Any:
+                    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+                    return http.post("/", json=body)
+
+                def send(task_id: str, context_id: str) -> dict[str, Any]:
+                    return {
+                        "message": {
+                            "messageId": str(uuid.uuid4()),
+                            "role": "ROLE_USER",
+                            "parts": [{"text": "more"}],
+                            "taskId": task_id,
+                            "contextId": context_id,
+                        },
+                        "configuration": {
+                            "returnImmediately": True,
+                            "taskPushNotificationConfig": {"url": url},
+                        },
+                    }
+
+                asked = await http.post(
+                    "/message:send",
+                    json={
+                        "message": {
+                            "messageId": str(uuid.uuid4()),
+                            "role": "ROLE_USER",
+                            "parts": [{"text": "ask me [input]"}],
+                        }
+                    },
+                )
+                task = asked.json()["task"]
+                assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+                configs = f"/tasks/{task['id']}/pushNotificationConfigs"
+                created = [await http.post(configs, json={"url": url}) for _ in range(CAP)]
+                assert [r.status_code for r in created] == [200] * CAP
+                same_id = {"id": created[0].json()["id"], "url": url}
+                return [
+                    *created,
+                    await http.post(configs, json=same_id),  # a replacement: allowed
+                    await http.post(configs, json={"url": url}),
+                    await rpc(
+                        "CreateTaskPushNotificationConfig", {"taskId": task["id"], "url": url}
+                    ),
+                    await http.post("/message:send", json=send(task["id"], task["contextId"])),
+                    await rpc("SendMessage", send(task["id"], task["contextId"])),
+                    await http.get(configs),
+                ]
+
+        *_, replaced, rest, jsonrpc, rest_send, jsonrpc_send, listed = asyncio.run(calls())
+
+    assert replaced.status_code == 200, replaced.text
+    for response, field in (
+        (rest, "taskId"),
+        (rest_send, "configuration.taskPushNotificationConfig"),
+    ):
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["status"] == "INVALID_ARGUMENT"
+        assert _reasons(error["details"]) == ["INVALID_PARAMS"]
+        assert _violations(error["details"]) == [field], error
+        assert f"most allowed ({CAP})" in error["message"]
+    for response, field in (
+        (jsonrpc, "taskId"),
+        (jsonrpc_send, "configuration.taskPushNotificationConfig"),
+    ):
+        error = response.json()["error"]
+        assert error["code"] == -32602, error
+        assert _violations(error["data"]) == [field], error
+    assert len(listed.json()["configs"]) == CAP

@@ -21,7 +21,12 @@ from a2a_serverless.models import (
     TaskStatusUpdateEvent,
 )
 from a2a_serverless.push.delivery import DeliveryResult
-from a2a_serverless.push.sender import SenderConfig, WebhookSender, webhook_headers
+from a2a_serverless.push.sender import (
+    SenderConfig,
+    StreamEvent,
+    WebhookSender,
+    webhook_headers,
+)
 
 OK = DeliveryResult(status=200, retryable=False, error=None)
 DOWN = DeliveryResult(status=503, retryable=True, error="HTTP 503")
@@ -210,3 +215,33 @@ def test_parked_webhooks_queue_in_order_and_unparked_ones_go_directly(
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
     assert sum(int(v) for v in counts.values()) == 2  # 4 and 2 only: 5 was not queued
+
+
+def test_a_parked_webhooks_events_of_a_batch_are_queued_in_order_in_few_calls(
+    stack: LocalStack, queue_url: str
+) -> None:
+    """A stream batch with 12 events for a parked webhook: one conditional write and two
+    SendMessageBatch calls (10 + 2), and the FIFO group holds them in event order."""
+    store, _ = _stored_config("t6")
+    store.park_push_config("t6", "c1", 1)
+    receiver = Receiver([])
+    sender = _sender(queue_url, receiver)
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    calls: list[str] = []
+    sqs.meta.events.register("before-call.sqs.*", lambda model, **_: calls.append(model.name))
+    sender.sqs = sqs
+    events = [StreamEvent("t6", seq, _body("t6", TaskState.WORKING)) for seq in range(1, 13)]
+    failures = sender.deliver_stream_batch(
+        events, {"t6": store.list_push_configs("t6")}, deadline=float("inf")
+    )
+    assert failures == {} and receiver.calls == []
+    assert calls == ["SendMessageBatch", "SendMessageBatch"]
+    assert store.get_push_delivery("t6", "c1").queued_through == 12
+    seqs: list[int] = []
+    while messages := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get(
+        "Messages"
+    ):
+        for message in messages:
+            seqs.append(json.loads(message["Body"])["seq"])
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    assert seqs == list(range(1, 13))

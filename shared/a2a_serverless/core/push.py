@@ -14,6 +14,7 @@ from a2a_serverless.models import (
     ListTaskPushNotificationConfigsResponse,
     TaskPushNotificationConfig,
 )
+from a2a_serverless.settings import get_settings
 from a2a_serverless.store import TaskStore
 
 MAX_CONFIG_ID_LENGTH = 128
@@ -21,10 +22,21 @@ MAX_TOKEN_LENGTH = 4096
 
 
 class PushService:
-    def __init__(self, store: TaskStore, enabled: bool, egress: EgressPolicy) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        enabled: bool,
+        egress: EgressPolicy,
+        max_configs_per_task: int | None = None,
+    ) -> None:
         self.store = store
         self.enabled = enabled
         self.egress = egress
+        self.max_configs_per_task = (
+            get_settings().push_max_configs_per_task
+            if max_configs_per_task is None
+            else max_configs_per_task
+        )
 
     def require_enabled(self) -> None:
         if not self.enabled:
@@ -47,9 +59,28 @@ class PushService:
             raise invalid_field(f"{prefix}id", f"must be 1 to {MAX_CONFIG_ID_LENGTH} characters")
         if config.token is not None and len(config.token) > MAX_TOKEN_LENGTH:
             raise invalid_field(f"{prefix}token", f"must be at most {MAX_TOKEN_LENGTH} characters")
+        self._check_room(task_id, config.id, field)
         return config.model_copy(
             update={"id": config.id or str(uuid.uuid4()), "task_id": task_id, "tenant": None}
         )
+
+    def _check_room(self, task_id: str, config_id: str | None, field: str) -> None:
+        """Refuse a config that would take the task past its cap (every config is POSTed
+        every event: the cap bounds one task's share of a stream batch). Replacing a config
+        of the same id adds none. InvalidParams naming the field rather than
+        UnsupportedOperation: push notifications are supported, and the client can fix this
+        request (reuse or delete a config). The field named: the inline config of a send,
+        else `taskId` (the task that is full). A check, then a write: concurrent creates may
+        pass it together, so the cap is soft by a few."""
+        existing = [c.id for c, _ in self.store.list_push_configs(task_id)]
+        if config_id is not None and config_id in existing:
+            return
+        if len(existing) >= self.max_configs_per_task:
+            raise invalid_field(
+                field or "taskId",
+                f"task {task_id} already has {len(existing)} push notification configs, the "
+                f"most allowed ({self.max_configs_per_task}); delete one or reuse its id",
+            )
 
     def _owned(self, owner: str, task_id: str) -> None:
         record = self.store.get_record(task_id) if task_id else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,39 +18,64 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from a2a_serverless.models import TaskPushNotificationConfig
 from a2a_serverless.observability import log_context
-from a2a_serverless.push.sender import WebhookSender
+from a2a_serverless.push.sender import StreamEvent, WebhookSender
 from a2a_serverless.store import stream_event
+
+# Left of the function's remaining time when the batch's deadline is set: enough to queue
+# the rest and report.
+DEADLINE_MARGIN_SECONDS = 5.0
 
 
 class _StreamBatch:
-    """Per-invocation state: configs read once per task, webhooks parked in this batch, and
-    tasks with an earlier failure (their later records fail too, so none overtakes)."""
+    """A stream batch delivered as a whole (lanes run concurrently, see
+    `WebhookSender.deliver_stream_batch`), then reported record by record: a record fails when
+    the sender failed on it or on an earlier record of its task (so none overtakes)."""
 
-    def __init__(self, sender: WebhookSender) -> None:
+    def __init__(self, sender: WebhookSender, records: list[dict[str, Any]], context: Any) -> None:
         self.sender = sender
-        self.configs: dict[str, list[tuple[TaskPushNotificationConfig, bool]]] = {}
-        self.parked: set[tuple[str, str]] = set()
-        self.failed_tasks: set[str] = set()
+        self.failed: dict[str, Exception] = {}  # stream sequence number -> why
+        events: list[StreamEvent] = []
+        numbers: list[str] = []
+        for raw in records:
+            record = DynamoDBRecord(raw)
+            # The item layout is the store's: it says which task and event a new image is.
+            found = stream_event(record.dynamodb.new_image) if record.dynamodb else None
+            if found is not None and record.dynamodb is not None:
+                events.append(StreamEvent(*found))
+                numbers.append(record.dynamodb.sequence_number or "")
+        configs: dict[str, list[tuple[TaskPushNotificationConfig, bool]]] = {}
+        broken: dict[str, Exception] = {}  # tasks whose configs could not be read
+        for event in events:
+            if event.task_id in configs or event.task_id in broken:
+                continue
+            try:
+                configs[event.task_id] = sender.store.list_push_configs(event.task_id)
+            except Exception as exc:
+                broken[event.task_id] = exc
+        failures = sender.deliver_stream_batch(events, configs, self._deadline(context))
+        first_failure: dict[str, int] = {}
+        for index in sorted(failures):
+            first_failure.setdefault(events[index].task_id, index)
+        for index, event in enumerate(events):
+            if event.task_id in broken:
+                self.failed[numbers[index]] = broken[event.task_id]
+            elif index >= first_failure.get(event.task_id, len(events)):
+                self.failed[numbers[index]] = failures.get(index) or RuntimeError(
+                    f"an earlier event of task {event.task_id} failed in this batch"
+                )
+
+    def _deadline(self, context: Any) -> float:
+        budget = self.sender.config.batch_deadline_seconds
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        if callable(remaining):
+            budget = min(budget, remaining() / 1000 - DEADLINE_MARGIN_SECONDS)
+        return time.monotonic() + budget
 
     def record(self, record: DynamoDBRecord) -> None:
-        # The item layout is the store's: it says which task and event a new image is.
-        found = stream_event(record.dynamodb.new_image) if record.dynamodb else None
-        if found is None:
-            return  # not an event item (the mapping's filter lets only events through)
-        task_id, seq, body = found
-        if task_id in self.failed_tasks:
-            raise RuntimeError(f"an earlier event of task {task_id} failed in this batch")
-        try:
-            if task_id not in self.configs:
-                self.configs[task_id] = self.sender.store.list_push_configs(task_id)
-            configs = self.configs[task_id]
-            if not configs:
-                return
-            with log_context(task_id=task_id, seq=seq):
-                self.sender.deliver_stream_event(task_id, seq, body, configs, self.parked)
-        except Exception:
-            self.failed_tasks.add(task_id)
-            raise
+        """Report what the batch found for this record (delivery already happened)."""
+        number = record.dynamodb.sequence_number if record.dynamodb else None
+        if number is not None and number in self.failed:
+            raise self.failed[number]
 
 
 def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> Mapping[str, Any]:
@@ -83,7 +109,7 @@ def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> Mappin
             [r.receipt_handle for r in map(SQSRecord, records) if r.message_id in skipped]
         )
         return response
-    batch = _StreamBatch(sender)
+    batch = _StreamBatch(sender, records, context)
     return process_partial_response(
         event=event,
         record_handler=batch.record,

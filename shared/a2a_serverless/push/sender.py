@@ -2,9 +2,13 @@
 
 Two event sources feed it (template.yaml):
 - the table's stream (filter: inserted `E#` event items): each event is POSTed to every
-  push config of its task, in order. A webhook that keeps failing is *parked*: this and all
-  its later events go to a FIFO queue, one message group per task and config, so its order
-  is kept while it is retried, and it never holds back other tasks' deliveries.
+  push config of its task. A batch runs one lane per (task, config) on a small thread pool:
+  a config's events go in order, lanes run side by side, so one owner's slow webhooks hold
+  up no one else's. A webhook that keeps failing, or answers slower than `slow_seconds`, is
+  *parked*: this and all its later events go to a FIFO queue, one message group per task
+  and config, so its order is kept while it is retried (with the full read timeout), and it
+  never holds back other tasks' deliveries. Past the batch's deadline, lanes park instead
+  of POSTing.
 - that FIFO queue: one delivery attempt per message; a retryable failure is counted on the
   config item, backs off (visibility timeout, growing with the count) and reports the message
   failed, which holds its group; after PushMaxAttempts failed attempts the sender moves it to
@@ -18,20 +22,24 @@ queue.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
 import random
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from a2a_serverless.core.egress import EgressPolicy, UnsafeWebhookUrl, vet_url
 from a2a_serverless.models import TaskPushNotificationConfig
 from a2a_serverless.models.v03 import task_to_v03
-from a2a_serverless.observability import Metric, emit
+from a2a_serverless.observability import Metric, emit, log_context
 from a2a_serverless.push.delivery import DeliveryResult, post_pinned
+from a2a_serverless.settings import get_settings
 from a2a_serverless.store import PushDelivery, TaskStore
 
 logger = logging.getLogger(__name__)
@@ -40,6 +48,46 @@ A2A_MEDIA_TYPE = "application/a2a+json"
 # Attempts on the stream path before a webhook is parked (short: the stream must move on).
 INLINE_ATTEMPTS = 2
 INLINE_BACKOFF_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One new event of a stream batch."""
+
+    task_id: str
+    seq: int
+    body: bytes  # the event's wire JSON (a 1.0 StreamResponse)
+
+
+@dataclass
+class _Lane:
+    """The events of one batch for one (task, config), delivered in order by one thread."""
+
+    config: TaskPushNotificationConfig
+    parked: bool  # as read at the start of the batch
+    events: list[tuple[int, StreamEvent]]
+
+
+class _Payloads:
+    """Bodies per (version, task, seq), built once per batch and shared by the lanes (a 0.3
+    body costs a read)."""
+
+    def __init__(self, sender: WebhookSender) -> None:
+        self.sender = sender
+        self.lock = threading.Lock()
+        self.built: dict[tuple[str, str, int], bytes | None] = {}
+
+    def get(self, version: str, event: StreamEvent) -> bytes | None:
+        if version != "0.3":
+            return event.body
+        key = (version, event.task_id, event.seq)
+        with self.lock:
+            if key in self.built:
+                return self.built[key]
+        body = self.sender.payload(version, event.task_id, event.seq, event.body)
+        with self.lock:
+            self.built[key] = body
+        return body
 
 
 class DeliveryFailed(Exception):
@@ -57,6 +105,15 @@ class SenderConfig:
     retry_cap_seconds: float = 900.0
     max_attempts: int = 12
     dead_letter_queue_url: str = ""
+    # Stream path: inline attempts time out after this (a slower webhook is parked), lanes
+    # of one batch run on this many threads, and no inline attempt starts that could end
+    # later than this after the batch began (the rest is parked: queued, in order).
+    # (Defaults from the settings, so a caller naming only the fields above still gets them.)
+    slow_seconds: float = field(default_factory=lambda: get_settings().push_slow_seconds)
+    stream_workers: int = 16
+    batch_deadline_seconds: float = field(
+        default_factory=lambda: get_settings().push_batch_deadline_seconds
+    )
 
 
 Post = Callable[..., DeliveryResult]
@@ -106,8 +163,18 @@ class WebhookSender:
             return json.dumps(task_to_v03(task), separators=(",", ":")).encode() if task else None
         return event_json if event_json is not None else self.store.get_event_json(task_id, seq)
 
-    def attempt(self, config: TaskPushNotificationConfig, body: bytes) -> DeliveryResult:
-        """Vet the URL again (DNS may have changed) and POST once to the pinned address."""
+    def attempt(
+        self,
+        config: TaskPushNotificationConfig,
+        body: bytes,
+        read_timeout: float | None = None,
+    ) -> DeliveryResult:
+        """Vet the URL again (DNS may have changed) and POST once to the pinned address;
+        `read_timeout` lowers both timeouts (inline attempts), else the configured ones."""
+        connect_timeout, full_read = self.config.connect_timeout, self.config.read_timeout
+        if read_timeout is not None:
+            connect_timeout = min(connect_timeout, read_timeout)
+            full_read = min(full_read, read_timeout)
         try:
             target = vet_url(config.url, self.config.egress)
         except UnsafeWebhookUrl as exc:
@@ -117,14 +184,94 @@ class WebhookSender:
                 target,
                 body,
                 webhook_headers(config),
-                connect_timeout=self.config.connect_timeout,
-                read_timeout=self.config.read_timeout,
+                connect_timeout=connect_timeout,
+                read_timeout=full_read,
             )
         # Every POST (both paths, every retry) is counted here, once.
         emit(Metric.WEBHOOK_DELIVERIES if result.ok else Metric.WEBHOOK_FAILURES)
         return result
 
     # -- stream path -----------------------------------------------------------------------
+
+    def deliver_stream_batch(
+        self,
+        events: Sequence[StreamEvent],
+        configs: Mapping[str, list[tuple[TaskPushNotificationConfig, bool]]],
+        deadline: float,
+    ) -> dict[int, Exception]:
+        """Deliver a stream batch's events (in stream order) to their tasks' configs.
+
+        Each (task, config) is a *lane*: its events go one after another, in order; lanes run
+        concurrently, so one owner's slow webhooks cannot hold back anyone else's. No inline
+        attempt starts that could outlast `deadline` (a `time.monotonic()` value): the lane's
+        webhook is parked instead and its remaining events go through the retry queue.
+        Returns the sender's own failures (reading, queueing), by index into `events`; a
+        lane stops at its first one (the handler fails that record and the task's later ones,
+        so Lambda retries them and nothing overtakes)."""
+        lanes: dict[tuple[str, str], _Lane] = {}
+        rank: dict[tuple[str, str], tuple[int, int]] = {}
+        for index, event in enumerate(events):
+            for position, (config, parked) in enumerate(configs.get(event.task_id, [])):
+                key = (event.task_id, config.id or "")
+                if key not in lanes:
+                    lanes[key] = _Lane(config, parked, [])
+                    # Each task's first config before anyone's second: with more lanes than
+                    # workers, a task with many webhooks waits its turn behind the others.
+                    rank[key] = (position, index)
+                lanes[key].events.append((index, event))
+        failures: dict[int, Exception] = {}
+        if not lanes:
+            return failures
+        payloads = _Payloads(self)
+        ordered = sorted(lanes, key=rank.__getitem__)
+        workers = max(1, min(self.config.stream_workers, len(ordered)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="webhook") as pool:
+            # A context copy per lane: log keys and metrics of the invocation reach the thread.
+            futures = [
+                pool.submit(
+                    contextvars.copy_context().run,
+                    self._run_lane,
+                    lanes[key],
+                    deadline,
+                    payloads,
+                )
+                for key in ordered
+            ]
+            for future in futures:
+                failures.update(future.result())
+        return failures
+
+    def _run_lane(self, lane: _Lane, deadline: float, payloads: _Payloads) -> dict[int, Exception]:
+        config_id = lane.config.id or ""
+        parked = lane.parked
+        parked_now: set[tuple[str, str]] = set()
+        for position, (index, event) in enumerate(lane.events):
+            try:
+                with log_context(task_id=event.task_id, seq=event.seq):
+                    if parked or parked_now:
+                        # Parked: the lane's remaining events all go behind it, in order, with
+                        # one write and one queue call per 10 (not two calls per event).
+                        rest = [e.seq for _, e in lane.events[position:]]
+                        if self.store.queue_behind(event.task_id, config_id, rest[-1]):
+                            self.enqueue_many(event.task_id, config_id, rest)
+                            return {}
+                        parked = False  # the queue drained it meanwhile: direct again
+                        parked_now.clear()
+                    rest = [e.seq for _, e in lane.events[position:]]
+                    self._deliver_to(
+                        event, lane.config, False, parked_now, payloads, deadline, rest
+                    )
+                    if parked_now:
+                        return {}  # parked on this event: it and the rest are queued
+            except Exception as exc:
+                logger.exception(
+                    "delivering event %s of task %s to webhook %s failed",
+                    event.seq,
+                    event.task_id,
+                    lane.config.id,
+                )
+                return {index: exc}
+        return {}
 
     def deliver_stream_event(
         self,
@@ -133,52 +280,87 @@ class WebhookSender:
         body: bytes,
         configs: list[tuple[TaskPushNotificationConfig, bool]],
         parked_now: set[tuple[str, str]],
+        deadline: float | None = None,
     ) -> None:
-        payloads: dict[str, bytes | None] = {}
+        """One event to each of its task's configs, one after another (no deadline if None)."""
+        event = StreamEvent(task_id, seq, body)
+        payloads = _Payloads(self)
         for config, parked in configs:
-            config_id = config.id or ""
-            key = (task_id, config_id)
-            if (parked or key in parked_now) and self.store.queue_behind(task_id, config_id, seq):
-                self.enqueue(task_id, config_id, seq)
-                continue
-            # Not parked, or unparked since this batch read it: the queue has delivered
-            # everything before this event, so it goes directly.
-            parked_now.discard(key)
-            version = config.payload_version
-            if version not in payloads:  # once per event, whatever the number of webhooks
-                payloads[version] = self.payload(version, task_id, seq, body)
-            payload = payloads[version]
-            if payload is None:
-                continue
-            result = self._attempt_inline(config, payload)
-            if result.ok:
-                continue
-            if not result.retryable:
-                logger.warning(
-                    "webhook %s of task %s refused event %s (%s); not retried",
-                    config.id,
-                    task_id,
-                    seq,
-                    result.error,
-                )
-                continue
+            self._deliver_to(event, config, parked, parked_now, payloads, deadline)
+
+    def _deliver_to(
+        self,
+        event: StreamEvent,
+        config: TaskPushNotificationConfig,
+        parked: bool,
+        parked_now: set[tuple[str, str]],
+        payloads: _Payloads,
+        deadline: float | None,
+        rest: list[int] | None = None,
+    ) -> None:
+        """`rest`: this event's seq and the later ones of its lane, queued together if the
+        webhook is parked on this one (else only this event is)."""
+        task_id, seq = event.task_id, event.seq
+        queued = rest or [seq]
+        config_id = config.id or ""
+        key = (task_id, config_id)
+        if (parked or key in parked_now) and self.store.queue_behind(task_id, config_id, seq):
+            self.enqueue(task_id, config_id, seq)
+            return
+        payload = payloads.get(config.payload_version, event)
+        if payload is None:
+            return
+        if deadline is not None and time.monotonic() + self._inline_budget() > deadline:
+            self._park(task_id, config_id, queued, parked_now, "the batch's deadline is near")
+            return
+        result = self._attempt_inline(config, payload)
+        if result.ok:
+            return
+        if not result.retryable:
             logger.warning(
-                "webhook %s of task %s failed (%s); parking it on the retry queue",
+                "webhook %s of task %s refused event %s (%s); not retried",
                 config.id,
                 task_id,
+                seq,
                 result.error,
             )
-            self.store.park_push_config(task_id, config_id, seq)
-            parked_now.add(key)
-            self.enqueue(task_id, config_id, seq)
+            return
+        self._park(task_id, config_id, queued, parked_now, result.error or "failed")
+
+    def _park(
+        self,
+        task_id: str,
+        config_id: str,
+        seqs: list[int],
+        parked_now: set[tuple[str, str]],
+        why: str,
+    ) -> None:
+        """Park the webhook and queue `seqs` (in order) behind it: parked through the last,
+        so the queue cannot unpark it before it has delivered them all."""
+        logger.warning(
+            "webhook %s of task %s: %s; parking it on the retry queue", config_id, task_id, why
+        )
+        self.store.park_push_config(task_id, config_id, seqs[-1])
+        parked_now.add((task_id, config_id))
+        self.enqueue_many(task_id, config_id, seqs)
+
+    def _inline_budget(self) -> float:
+        """The longest one inline attempt can take (connect, then the slow threshold)."""
+        return min(self.config.connect_timeout, self.config.slow_seconds) + (
+            self.config.slow_seconds
+        )
 
     def _attempt_inline(self, config: TaskPushNotificationConfig, body: bytes) -> DeliveryResult:
-        result = self.attempt(config, body)
+        # Inline attempts wait at most the slow threshold: a webhook slower than that is
+        # parked like a failing one and gets the full read timeout from the queue, where it
+        # holds up no one but its own (task, config) group.
+        slow = self.config.slow_seconds
+        result = self.attempt(config, body, read_timeout=slow)
         for attempt in range(1, INLINE_ATTEMPTS):
-            if result.ok or not result.retryable:
+            if result.ok or not result.retryable or result.timed_out:
                 break
             self.sleep(random.uniform(0, INLINE_BACKOFF_SECONDS * 2**attempt))
-            result = self.attempt(config, body)
+            result = self.attempt(config, body, read_timeout=slow)
         return result
 
     def enqueue(self, task_id: str, config_id: str, seq: int) -> None:
@@ -187,6 +369,31 @@ class WebhookSender:
             MessageBody=json.dumps({"taskId": task_id, "configId": config_id, "seq": seq}),
             **fifo_ids(task_id, config_id, seq),
         )
+
+    def enqueue_many(self, task_id: str, config_id: str, seqs: list[int]) -> None:
+        """Queue events of one (task, config) in order: SQS enqueues a FIFO batch's messages
+        in the order sent. A failed entry fails the lot (the stream record is retried; the
+        deduplication ids drop what did go through)."""
+        for start in range(0, len(seqs), 10):
+            entries = [
+                {
+                    "Id": str(i),
+                    "MessageBody": json.dumps(
+                        {"taskId": task_id, "configId": config_id, "seq": seq}
+                    ),
+                    **fifo_ids(task_id, config_id, seq),
+                }
+                for i, seq in enumerate(seqs[start : start + 10])
+            ]
+            if len(entries) == 1:
+                self.enqueue(task_id, config_id, seqs[start])
+                continue
+            sent = self.sqs.send_message_batch(
+                QueueUrl=self.config.retry_queue_url, Entries=entries
+            )
+            if sent.get("Failed"):
+                codes = sorted({str(f.get("Code")) for f in sent["Failed"]})
+                raise RuntimeError(f"queueing events of webhook {config_id} failed: {codes}")
 
     # -- queue path ------------------------------------------------------------------------
 
