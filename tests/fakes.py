@@ -27,6 +27,7 @@ from a2a_serverless.store import (
     TaskRecord,
     TaskSnapshot,
 )
+from a2a_serverless.store.base import ListedContents
 from a2a_serverless.store.fold import fold_events, task_from_events
 
 
@@ -55,6 +56,7 @@ class _Task:
     status_ts: str  # the listing order: formatted status timestamp, then task id
     events: dict[int, str] = field(default_factory=dict)  # seq -> wire JSON
     history: dict[int, str] = field(default_factory=dict)  # index -> wire JSON
+    event_ids: dict[int, str] = field(default_factory=dict)  # seq -> writer identity
 
 
 def _push(config: models.TaskPushNotificationConfig) -> _Push:
@@ -154,26 +156,42 @@ class InMemoryTaskStore:
             task.events[change.seq] = _wire_json(change.event)
             self._write_extras(change.task_id, change.dedupe, change.push_config)
 
-    def append_event(self, task_id: str, seq: int, event: models.StreamResponse) -> None:
+    def append_event(
+        self, task_id: str, seq: int, event: models.StreamResponse, event_id: str = ""
+    ) -> bool:
         with self._lock:
             task = self.tasks.get(task_id)
             if task is None:
                 # The table would store an orphan event; nothing reads one without a header.
                 task = self.tasks.setdefault(task_id, _Task(_orphan(task_id), ""))
             if seq in task.events:
+                if event_id and task.event_ids.get(seq) == event_id:
+                    return False
                 raise ConflictError(f"event {seq} of {task_id} exists", ("event",))
             task.events[seq] = _wire_json(event)
+            if event_id:
+                task.event_ids[seq] = event_id
+            return True
 
-    def save_flow_state(self, task_id: str, turn: int, flow_state: dict[str, Any]) -> None:
+    def save_flow_state(
+        self, task_id: str, turn: int, flow_state: dict[str, Any], step: int | None = None
+    ) -> None:
         with self._lock:
             task = self.tasks.get(task_id)
             if (
                 task is None
                 or task.record.turn != turn
                 or task.record.state != models.TaskState.WORKING
+                or (
+                    step is not None
+                    and task.record.flow_step is not None
+                    and task.record.flow_step >= (turn, step)
+                )
             ):
                 raise ConflictError("task moved on", ("header",))
             task.record.flow_state = copy.deepcopy(flow_state)
+            if step is not None:
+                task.record.flow_step = (turn, step)
 
     def _task(self, task_id: str) -> _Task | None:
         task = self.tasks.get(task_id)
@@ -210,6 +228,7 @@ class InMemoryTaskStore:
             artifacts=artifacts,
             history=self.read_history(task_id, history_length),
             seq=max(task.events, default=0),
+            event_ids=frozenset(task.event_ids.values()),
         )
 
     def read_events(
@@ -270,7 +289,21 @@ class InMemoryTaskStore:
         token = None
         if len(tasks) > query.page_size and page:
             token = _encode_token((page[-1].status_ts, page[-1].record.task_id))
-        return [copy.deepcopy(t.record) for t in page], token
+        records = [copy.deepcopy(t.record) for t in page]
+        for record, task in zip(records, page, strict=True):
+            record.page_cursor = _encode_token((task.status_ts, task.record.task_id))
+        return records, token
+
+    def read_listed(
+        self, records: list[TaskRecord], include_artifacts: bool, history_length: int
+    ) -> list[ListedContents]:
+        return [
+            ListedContents(
+                artifacts=self.read_artifacts(r.task_id) if include_artifacts else [],
+                history=self.read_history(r.task_id, history_length) if history_length else [],
+            )
+            for r in records
+        ]
 
     def count_tasks(self, query: ListQuery) -> int:
         return len(self._matching(query))

@@ -45,6 +45,22 @@ class Settings(BaseSettings):
         "(API Gateway drops responses idle for 5 minutes); quicker answers are unchanged.",
     )
     max_body_bytes: int = Field(262_144, ge=1024, description="Largest accepted request body.")
+    max_json_depth: int = Field(
+        32, ge=4, le=64, description="Deepest nesting of objects/arrays in a request body."
+    )
+    max_value_depth: int = Field(
+        16,
+        ge=1,
+        le=32,
+        description="Deepest nesting inside a free-form `metadata` or `data` value (each "
+        "level of it is stored, rendered and revalidated at every step).",
+    )
+    list_max_response_bytes: int = Field(
+        5_000_000,
+        ge=1,
+        description="Largest ListTasks page, counted as the function's response payload (a "
+        "buffered Lambda response may be 6 MB); a fuller page ends early with nextPageToken.",
+    )
     poll_min_ms: int = Field(25, ge=1, description="Event-log poll interval while events flow.")
     poll_max_ms: int = Field(1000, ge=1, description="Event-log poll interval when idle.")
     stream_max_seconds: float = Field(
@@ -77,6 +93,21 @@ class Settings(BaseSettings):
     push_dead_letter_queue_url: str = Field("", description="Where undeliverable events go.")
     push_connect_timeout: float = Field(3.0, gt=0)
     push_read_timeout: float = Field(10.0, gt=0)
+    push_slow_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="Read timeout of a stream batch's inline webhook attempts: a slower webhook "
+        "is parked like a failing one (its queued retries get PUSH_READ_TIMEOUT).",
+    )
+    push_batch_deadline_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="No inline webhook attempt of a stream batch starts that could end later "
+        "than this after the batch began; the rest is parked (queued, in order).",
+    )
+    push_max_configs_per_task: int = Field(
+        10, ge=1, description="Push notification configs one task may have (inline ones count)."
+    )
     cors_allow_origins: str = Field(
         "",
         description="Comma-separated origins (scheme://host[:port]) whose browser clients may "

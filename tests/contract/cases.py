@@ -248,6 +248,46 @@ def test_flow_state_saves_only_on_the_working_turn(store: TaskStore) -> None:
     assert raised.value.failed == ("header",)
 
 
+def test_event_with_the_same_id_is_written_once(store: TaskStore) -> None:
+    """A re-run of a flow step repeats its writes with the same event ids: the repeat writes
+    nothing and says so; another id (or none) at a taken seq is still a conflict."""
+    record = create(store, uid("owner"))
+    move(store, record, TaskState.WORKING, 2)
+    assert store.append_event(record.task_id, 3, chunk(record.task_id, "a", False), "1.0.0")
+    assert store.append_event(record.task_id, 4, chunk(record.task_id, "b", True)) is True
+    # The same write again (a re-run's copy may differ in content, e.g. a timestamp).
+    assert not store.append_event(record.task_id, 3, chunk(record.task_id, "a2", False), "1.0.0")
+    for event_id in ("1.0.1", ""):
+        with pytest.raises(ConflictError):
+            store.append_event(record.task_id, 3, chunk(record.task_id, "x", True), event_id)
+    with pytest.raises(ConflictError):  # an event written without an id matches no id
+        store.append_event(record.task_id, 4, chunk(record.task_id, "b", True), "1.0.1")
+    assert [seq for seq, _ in store.read_events(record.task_id, 0)] == [1, 2, 3, 4]
+    (artifact,) = store.read_artifacts(record.task_id)
+    assert [p.text for p in artifact.parts] == ["a", "b"]
+    snapshot = store.get_snapshot(record.task_id, 0)
+    assert snapshot is not None and snapshot.event_ids == frozenset({"1.0.0"})
+
+
+def test_flow_state_saves_once_per_step(store: TaskStore) -> None:
+    """A step's outcome is saved once per (turn, step): a re-run finds it done."""
+    record = create(store, uid("owner"))
+    move(store, record, TaskState.WORKING, 2)
+    assert store.get_record(record.task_id).flow_step is None  # type: ignore[union-attr]
+    store.save_flow_state(record.task_id, 1, {"x": 1}, step=0)
+    with pytest.raises(ConflictError) as raised:  # step 0 again: already saved
+        store.save_flow_state(record.task_id, 1, {"x": 2}, step=0)
+    assert raised.value.failed == ("header",)
+    saved = store.get_record(record.task_id)
+    assert saved is not None and saved.flow_state == {"x": 1} and saved.flow_step == (1, 0)
+    store.save_flow_state(record.task_id, 1, {"x": 3}, step=1)
+    with pytest.raises(ConflictError):  # an earlier step, late: also done
+        store.save_flow_state(record.task_id, 1, {"x": 4}, step=0)
+    snapshot = store.get_snapshot(record.task_id, 0)
+    assert snapshot is not None and snapshot.record.flow_step == (1, 1)
+    assert snapshot.record.flow_state == {"x": 3}
+
+
 # -- listing ---------------------------------------------------------------------------------
 
 

@@ -79,3 +79,51 @@ def numbered(ctx: StepContext) -> Outcome:
     if "[input]" in ctx.text:
         return Outcome.input_required("Which number comes next?")
     return Outcome.completed("all numbers sent")
+
+
+class Rerun:
+    """Test controls of the `two_steps` flow: `hold` parks the first run that enters the flow
+    (the stack's own execution) until `release`; `crash_at` = (step, position) raises before
+    that emit, once (a step that dies half-way)."""
+
+    def __init__(self) -> None:
+        self.hold = False
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.crash_at: tuple[int, int] | None = None
+
+
+RERUN = Rerun()
+STEP_CHUNKS = (3, 2)  # artifact chunks of step 0 and step 1
+
+
+def _emit_point(ctx: StepContext, position: int) -> None:
+    control = RERUN
+    if control.crash_at == (ctx.step, position):
+        control.crash_at = None
+        raise RuntimeError("died half-way")
+
+
+def two_steps(ctx: StepContext) -> Outcome:
+    """Step 0: a status message and STEP_CHUNKS[0] chunks, then the next step with state
+    {"seen": n}; step 1: STEP_CHUNKS[1] chunks of a second artifact, then completed."""
+    control = RERUN
+    if control.hold:
+        control.hold = False
+        control.held.set()
+        control.release.wait(30)
+    position = 0
+    if ctx.step == 0:
+        _emit_point(ctx, position)
+        ctx.status(f"reading {ctx.text}")
+        position += 1
+    name = f"part{ctx.step}"
+    count = STEP_CHUNKS[ctx.step]
+    for index in range(count):
+        _emit_point(ctx, position)
+        artifact_chunk(ctx, name, f"{name}:{index}:{ctx.state.get('seen', 0)};", index, count)
+        position += 1
+    if ctx.step == 0:
+        ctx.state["seen"] = ctx.state.get("seen", 0) + 1
+        return Outcome.next_step()
+    return Outcome.completed(f"done after {ctx.state.get('seen')}")

@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 
 from a2a_serverless import wiring
 from a2a_serverless.local.stack import LocalStack
-from a2a_serverless.models import TaskPushNotificationConfig
+from a2a_serverless.models import TaskPushNotificationConfig, TaskState
+from tests.contract.cases import chunk, create, move
 from tests.integration.harness import (
     A2A,
     ROOT,
@@ -114,6 +115,35 @@ def test_dynamodb_call_budgets(local_stack: LocalStack) -> None:
     docs = (ROOT / "docs" / "budgets.md").read_text()
     for line in rendered.splitlines()[2:]:
         assert line in docs, f"docs/budgets.md is out of date; measured row:\n{line}"
+
+
+def test_list_page_contents_cost_no_call_per_task(local_stack: LocalStack) -> None:
+    """ListTasks with includeArtifacts and historyLength reads a page's contents by
+    BatchGetItem (headers and recent history, then events): no Query or GetItem per task.
+    What still grows is BatchGetItem's 100 keys per call, with the keys (items) read: here
+    pageSize 50 reads 100 keys and then 250 (four events and one probe key per task)."""
+    alice = A2A(local_stack, "alice")
+    store = wiring.get_store()
+    for i in range(50):
+        record = create(store, "alice")
+        move(store, record, TaskState.WORKING, seq=2)
+        store.append_event(record.task_id, 3, chunk(record.task_id, f"task {i}", append=False))
+        move(store, record, TaskState.COMPLETED, seq=4)
+    counter = CallCounter()
+    measured: dict[int, Counter[str]] = {}
+    try:
+        for page_size in (1, 50):
+            with counter.measure(f"list {page_size}") as calls:
+                page = alice.list(pageSize=page_size, includeArtifacts="true", historyLength=1)
+            assert page.status == 200, page.body
+            assert len(page.json["tasks"]) == page_size
+            assert all(t["artifacts"] and t["history"] for t in page.json["tasks"])
+            measured[page_size] = calls
+    finally:
+        counter.close()
+    # Queries: the index page and the counters, whatever the page size.
+    assert measured[1] == {"Query": 2, "BatchGetItem": 2}, measured[1]
+    assert measured[50] == {"Query": 2, "BatchGetItem": 1 + 3}, measured[50]
 
 
 def test_non_blocking_send_reads_nothing(local_stack: LocalStack) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import httpx
 import pytest
 
 from a2a_serverless.local.stack import LocalStack
+from tests.helpers import user_message
 from tests.integration.harness import (
     A2A,
     SAMPLE_CONTEXT_ID,
@@ -185,3 +188,49 @@ def test_worker_ignores_stale_turns_and_canceled_tasks(
         assert _frozen(local_stack, task_id) == before, (worker_event, task_id, turn)
     assert alice.get(done_id).json["status"]["state"] == "TASK_STATE_COMPLETED"
     assert alice.get(canceled_id).json["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+def _through_gateway(stack: LocalStack, method: str, path: str, body: Any = None) -> Any:
+    """A request to the local API Gateway as a client sends it; an error the app raises after
+    answering (Starlette re-raises it for the server's log) does not hide the answer."""
+
+    async def call() -> httpx.Response:
+        transport = httpx.ASGITransport(app=stack.gateway(), raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://local") as client:
+            return await client.request(
+                method,
+                path,
+                json=body,
+                headers={"A2A-Version": "1.0", "x-local-principal": "alice"},
+            )
+
+    return asyncio.run(call())
+
+
+def test_failed_start_execution_ends_the_task_failed() -> None:
+    """The task is written before StartExecution; when that call fails (here: the functions
+    name a state machine that does not exist) the send answers an error, and the task it
+    wrote ends FAILED with an explanatory status message instead of staying SUBMITTED."""
+    missing = "arn:aws:states:us-east-1:123456789012:stateMachine:no-such-machine"
+    stack = LocalStack(env_overrides={"STATE_MACHINE_ARN": missing}, event_sources=False).start()
+    try:
+        alice = A2A(stack, "alice")
+        for blocking in (False, True):
+            message = user_message(f"hello, blocking={blocking}")
+            body = {"message": message, "configuration": {"returnImmediately": not blocking}}
+            sent = _through_gateway(stack, "POST", "/message:send", body)
+            assert sent.status_code == 500, sent.text
+            assert sent.json()["error"]["status"] == "INTERNAL", sent.text
+            assert "no-such-machine" not in sent.text  # no internals in the answer
+            (listed,) = [
+                t
+                for t in alice.list(pageSize=100, historyLength=100).json["tasks"]
+                if message["messageId"] in {m["messageId"] for m in t.get("history", [])}
+            ]
+            got = alice.get(listed["id"]).json
+            assert got["status"]["state"] == "TASK_STATE_FAILED", got
+            text = got["status"]["message"]["parts"][0]["text"]
+            assert "could not start" in text, text
+        assert executions(stack) == []
+    finally:
+        stack.stop()

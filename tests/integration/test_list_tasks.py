@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import itertools
 import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
+import pytest
+
 from a2a_serverless.local.stack import LocalStack
-from tests.integration.harness import A2A, header, wait_idle
+from a2a_serverless.models import TaskState
+from a2a_serverless.store import ListQuery, TaskStore
+from a2a_serverless.store.dynamodb import DynamoDBTaskStore
+from tests.contract.cases import chunk, create, message, move, uid
+from tests.fakes import InMemoryTaskStore
+from tests.integration.harness import (
+    A2A,
+    ddb,
+    header,
+    invoke_mangum,
+    load_event,
+    wait_idle,
+)
 
 CONTEXTS = ["ctx-a", "ctx-b", "ctx-c"]
 # directive -> final state (a "cancel" entry is [input] then CancelTask)
@@ -121,3 +137,137 @@ def test_page_tokens_cannot_be_forged_or_garbled(local_stack: LocalStack, alice:
             for v in d["fieldViolations"]
         ]
         assert violations == ["pageToken"], response.body
+
+
+# -- a page's contents without a read per task (issue 11) ------------------------------------
+
+
+@pytest.fixture(params=["dynamodb", "fake"])
+def store(request: pytest.FixtureRequest, local_stack: LocalStack) -> TaskStore:
+    if request.param == "fake":
+        return InMemoryTaskStore()
+    return DynamoDBTaskStore(ddb(), local_stack.env["TABLE_NAME"])
+
+
+def test_read_listed_equals_the_per_task_reads(store: TaskStore) -> None:
+    """Artifacts and recent history read for a whole page equal each task's own reads: a
+    live task with more chunks than any probe window, a settled one with a chunk written
+    after its last status change, one with no events but its first, and a long history."""
+    owner = uid("owner")
+    live = create(store, owner)
+    move(store, live, TaskState.WORKING, seq=2)
+    for seq in range(3, 3 + 40):  # 40 chunks: several doubling probe windows
+        store.append_event(live.task_id, seq, chunk(live.task_id, f"{seq} ", append=seq > 3))
+    settled = create(store, owner)
+    move(store, settled, TaskState.WORKING, seq=2)
+    store.append_event(settled.task_id, 3, chunk(settled.task_id, "one", append=False))
+    move(store, settled, TaskState.COMPLETED, seq=4)
+    store.append_event(
+        settled.task_id, 5, chunk(settled.task_id, "late", append=False, artifact_id="a2")
+    )
+    bare = create(store, owner)
+    talky = create(store, owner)
+    move(store, talky, TaskState.INPUT_REQUIRED, seq=2)
+    for index in range(2, 7):
+        move(
+            store,
+            talky,
+            TaskState.WORKING
+            if talky.state is TaskState.INPUT_REQUIRED
+            else TaskState.INPUT_REQUIRED,
+            seq=index + 1,
+            history_message=message(f"turn {index}", talky.task_id),
+            history_index=index,
+        )
+    records, _ = store.list_tasks(ListQuery(owner=owner, page_size=10))
+    assert {r.task_id for r in records} == {t.task_id for t in (live, settled, bare, talky)}
+    for history_length in (0, 1, 3, 50):
+        contents = store.read_listed(records, True, history_length)
+        for record, got in zip(records, contents, strict=True):
+            assert got.artifacts == store.read_artifacts(record.task_id), record.task_id
+            want = store.read_history(record.task_id, history_length) if history_length else []
+            assert got.history == want, (record.task_id, history_length)
+    without = store.read_listed(records, False, 2)
+    assert all(c.artifacts == [] for c in without)
+    (live_parts,) = [c for r, c in zip(records, contents, strict=True) if r.task_id == live.task_id]
+    assert len(live_parts.artifacts[0].parts) == 40
+
+
+# -- a page within the function's response limit (issue 11) ----------------------------------
+
+BUDGET = 100_000  # LIST_MAX_RESPONSE_BYTES, scaled down from 5 MB
+
+
+def test_pages_stay_within_the_response_budget() -> None:
+    """Tasks with large artifacts: a page ends early (nextPageToken) before its payload passes
+    LIST_MAX_RESPONSE_BYTES, and paging on lists every task exactly once with its artifacts;
+    a task too large on its own is listed alone, without its artifacts."""
+    stack = LocalStack(
+        env_overrides={"LIST_MAX_RESPONSE_BYTES": str(BUDGET)}, event_sources=False
+    ).start()
+    try:
+        alice = A2A(stack, "alice")
+        words = " ".join(f"w{i:05d}" for i in range(4_000))  # ~28 KB, echoed as the artifact
+        ids = [alice.send(f"#{i} {words}").task["id"] for i in range(6)]
+        huge = alice.send("huge " + words * 5).task["id"]  # ~140 KB of artifact alone
+        wait_idle(stack)
+        truth = {i: alice.get(i).json for i in [*ids, huge]}
+
+        listed: list[dict[str, Any]] = []
+        token = None
+        pages = []
+        for _ in range(20):
+            response = alice.list(pageSize=100, includeArtifacts="true", pageToken=token)
+            assert response.status == 200, response.body[:300]
+            payload = len(json.dumps(response.body.decode()))  # as Lambda carries the body
+            assert payload <= BUDGET, payload
+            page = response.json
+            pages.append(len(page["tasks"]))
+            listed.extend(page["tasks"])
+            assert page["totalSize"] == 7
+            token = page.get("nextPageToken")
+            if not token:
+                break
+        assert sorted(t["id"] for t in listed) == sorted(truth), pages
+        # The huge task (newest) alone, then ~28 KB tasks a few to a 100 KB page.
+        assert pages[0] == 1 and len(pages) >= 3 and all(pages), pages
+        for task in listed:
+            if task["id"] == huge:
+                assert "artifacts" not in task  # alone over the budget: listed without them
+                assert task["status"] == truth[huge]["status"]
+            else:
+                assert task["artifacts"] == truth[task["id"]]["artifacts"]
+        # Without includeArtifacts the same tasks are small: one page holds them all.
+        plain = alice.list(pageSize=100).json
+        assert len(plain["tasks"]) == 7 and not plain.get("nextPageToken")
+    finally:
+        wait_idle(stack)
+        stack.stop()
+
+
+# -- GET /tasks/ (issue 11) -----------------------------------------------------------------
+
+
+def test_trailing_slash_lists_like_tasks(local_stack: LocalStack, alice: A2A) -> None:
+    """`GET /tasks/` answers as `GET /tasks` does: at the local gateway, and in the function
+    given the path API Gateway passes on (no redirect, whose Location would drop the stage)."""
+    task_id = alice.send("listed").task["id"]
+
+    async def call(path: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=local_stack.gateway())
+        async with httpx.AsyncClient(transport=transport, base_url="http://local") as client:
+            return await client.get(
+                path, headers={"A2A-Version": "1.0", "x-local-principal": "alice"}
+            )
+
+    bare = asyncio.run(call("/tasks"))
+    slashed = asyncio.run(call("/tasks/"))
+    assert slashed.status_code == 200, (slashed.status_code, slashed.headers, slashed.text)
+    assert [t["id"] for t in slashed.json()["tasks"]] == [task_id]
+    assert slashed.json() == bare.json()
+
+    event = load_event("list_tasks.json", principal="alice", query={"pageSize": "5"})
+    event["path"] = "/tasks/"
+    direct = invoke_mangum(local_stack.handler_for("ListTasksFunction"), event)
+    assert direct.status == 200, direct.body
+    assert [t["id"] for t in direct.json["tasks"]] == [task_id]

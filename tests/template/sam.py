@@ -23,6 +23,17 @@ from a2a_serverless.local.template import load_template
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 REGION = "us-east-1"
+# Every Lambda function of the stack (logical ids).
+FUNCTIONS = (
+    "AgentCardFunction",
+    "SendMessageFunction",
+    "GetTaskFunction",
+    "ListTasksFunction",
+    "StreamFunction",
+    "PushConfigFunction",
+    "FlowWorkerFunction",
+    "WebhookSenderFunction",
+)
 ARTIFACT_BUCKET = "a2a-serverless-artifacts"
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.template.sam import (
+    FUNCTIONS,
     condition_holds,
     deployed_stages,
     load_sam,
@@ -31,16 +32,6 @@ ACCESS_LOG_FIELDS = {
     "responseLength": "$context.responseLength",
     "errorMessage": "$context.error.message",
 }
-FUNCTIONS = (
-    "AgentCardFunction",
-    "SendMessageFunction",
-    "GetTaskFunction",
-    "ListTasksFunction",
-    "StreamFunction",
-    "PushConfigFunction",
-    "FlowWorkerFunction",
-    "WebhookSenderFunction",
-)
 
 
 def _stage(cfn: dict[str, Any]) -> dict[str, Any]:

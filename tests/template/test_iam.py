@@ -51,13 +51,19 @@ GRANTS: dict[str, dict[str, set[str]]] = {
     "AgentCardFunction": {},
     "GetTaskFunction": {"dynamodb:Query": {TABLE}},  # a task is read as its partition
     # Counters by key, tasks through the indexes (GetItem never addresses an index).
-    "ListTasksFunction": {"dynamodb:GetItem": {TABLE}, "dynamodb:Query": {TABLE, TABLE_INDEXES}},
+    # A page's contents (artifacts, history) come in BatchGetItem rounds, never a read per task.
+    "ListTasksFunction": {
+        "dynamodb:GetItem": {TABLE},
+        "dynamodb:BatchGetItem": {TABLE},
+        "dynamodb:Query": {TABLE, TABLE_INDEXES},
+    },
     "SendMessageFunction": {**WRITE, "states:StartExecution": {FLOW}},
     # Streaming sends start executions; cancel stops them. JSON-RPC on `POST /` serves every
     # method here too: ListTasks (the indexes) and the push config methods (DeleteItem).
     "StreamFunction": {
         **WRITE,
         "dynamodb:Query": {TABLE, TABLE_INDEXES},
+        "dynamodb:BatchGetItem": {TABLE},
         "dynamodb:DeleteItem": {TABLE},
         "states:StartExecution": {FLOW},
         "states:StopExecution": {FLOW_EXECUTIONS},
@@ -157,7 +163,7 @@ def test_card_function_touches_no_data(cfn: dict[str, Any]) -> None:
 def test_readers_cannot_start_or_stop_work(cfn: dict[str, Any]) -> None:
     for name in ("GetTaskFunction", "ListTasksFunction"):
         actions = set(grants(role_of(cfn, name)[1]))
-        assert actions <= {"dynamodb:GetItem", "dynamodb:Query"}, name
+        assert actions <= {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem"}, name
     send = set(grants(role_of(cfn, "SendMessageFunction")[1]))
     assert "states:StartExecution" in send
     assert "states:StopExecution" not in send
@@ -177,7 +183,8 @@ def test_no_broad_grants_anywhere(cfn: dict[str, Any]) -> None:
             if "dynamodb:DeleteItem" in actions:  # only push config deletion deletes
                 deleters = {role_of(cfn, f)[0] for f in ("PushConfigFunction", "StreamFunction")}
                 assert role_id in deleters, role_id
-            assert not [a for a in actions if a.lower().startswith(("dynamodb:batch", "iam:"))]
+            # Batch reads of a list page are fine; batch writes would bypass the conditions.
+            assert not [a for a in actions if a.lower().startswith(("dynamodb:batchw", "iam:"))]
             if any(a.startswith(("dynamodb:", "states:")) for a in actions):
                 assert "*" not in resources, (role_id, statement)
 

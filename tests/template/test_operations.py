@@ -7,18 +7,8 @@ from typing import Any
 import pytest
 from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 
-from tests.template.sam import condition_holds, resources_of_type, rest_api_body
+from tests.template.sam import FUNCTIONS, condition_holds, resources_of_type, rest_api_body
 
-FUNCTIONS = (
-    "AgentCardFunction",
-    "SendMessageFunction",
-    "GetTaskFunction",
-    "ListTasksFunction",
-    "StreamFunction",
-    "PushConfigFunction",
-    "FlowWorkerFunction",
-    "WebhookSenderFunction",
-)
 ALARM_ACTIONS = {"Fn::If": ["HasAlarmEmail", [{"Ref": "AlarmTopic"}], {"Ref": "AWS::NoValue"}]}
 # Alarm -> (namespace, metric, dimensions) it watches.
 ALARMS: dict[str, tuple[str, str, dict[str, Any]]] = {

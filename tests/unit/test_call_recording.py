@@ -4,6 +4,7 @@ as, and recorded per principal (the input of the IAM check in tests/iam_check.py
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,6 +216,8 @@ def test_only_calls_of_an_acting_principal_are_recorded_once_each(
             "action": "dynamodb:GetItem",
             "resource": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/tasks",
             "operation": "dynamodb:GetItem",
+            "test": os.environ.get("PYTEST_CURRENT_TEST"),  # where it came from
+            "thread": threading.current_thread().name,
             "stack": recorder.stack_id,
         }
     ]

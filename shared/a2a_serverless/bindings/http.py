@@ -1,19 +1,34 @@
-"""HTTP concerns shared by the bindings: principal, version, media types, body limits."""
+"""HTTP concerns shared by the bindings: principal, version, media types, and the one input
+gate every body passes (size, JSON syntax, nesting depth, finite numbers, valid Unicode)."""
 
 from __future__ import annotations
 
 import json
+import logging
+import math
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import Request
+from fastapi.responses import JSONResponse
 
-from a2a_serverless.core.errors import InvalidRequestError, VersionNotSupportedError
+from a2a_serverless.core.errors import (
+    InvalidParamsError,
+    InvalidRequestError,
+    VersionNotSupportedError,
+)
 from a2a_serverless.settings import get_settings
 
 A2A_MEDIA_TYPE = "application/a2a+json"
 JSON_MEDIA_TYPE = "application/json"
 ACCEPTED_BODY_TYPES = (A2A_MEDIA_TYPE, JSON_MEDIA_TYPE)
 REQUEST_CONTEXT_HEADER = "x-amzn-request-context"
+# Free-form values (any JSON the client likes) get the tighter `max_value_depth` bound.
+FREE_FORM_KEYS = frozenset({"metadata", "data"})
+PATH_SEGMENT_CHARS = 64  # keys in an error's field path are cut to this (they are client text)
+SANITIZED_DEPTH = 64  # a stored value nested deeper than this renders as null
+
+logger = logging.getLogger(__name__)
 
 
 class UnsupportedMediaType(Exception):
@@ -137,8 +152,119 @@ def require_json_content_type(request: Request) -> None:
         raise UnsupportedMediaType(content_type)
 
 
+class NotJsonError(ValueError):
+    """The body is not JSON at all: bad syntax or encoding, `NaN`/`Infinity`, a number
+    out of range (HTTP+JSON InvalidRequestError, JSON-RPC -32700)."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise NotJsonError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 parses as inf: refused like `Infinity`
+        raise NotJsonError(f"the number {text[:32]} is out of range")
+    return value
+
+
+def loads(body: bytes | str) -> Any:
+    """The JSON value of `body`, or NotJsonError; a document too deep even to parse is
+    InvalidParamsError on `(body)` (the parser's recursion runs out near 1,000 levels)."""
+    try:
+        return json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
+    except RecursionError:
+        depth = get_settings().max_json_depth
+        raise InvalidParamsError(
+            violations=[("(body)", f"is nested deeper than {depth} levels")]
+        ) from None
+    except NotJsonError:
+        raise
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, int digit limit
+        raise NotJsonError(str(exc)) from None
+
+
+# A field path as a linked list (parent, key), rendered only for an error: building a string
+# for every value of a 256 KiB body would cost more than the whole check.
+_Path = tuple[Any, str | int] | None
+
+
+def _field(path: _Path) -> str:
+    keys: list[str | int] = []
+    while path is not None:
+        path, key = path
+        keys.append(key)
+    text = ""
+    for key in reversed(keys):
+        if isinstance(key, int):
+            text += f"[{key}]"
+            continue
+        segment = key[:PATH_SEGMENT_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")
+        if len(key) > PATH_SEGMENT_CHARS:
+            segment += "..."
+        text += f".{segment}" if text else segment
+    return text or "(body)"
+
+
+def _is_text(value: str) -> bool:
+    """Whether `value` encodes as UTF-8 (a lone surrogate, e.g. from `"\\ud800"`, does not)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _violation(path: _Path, description: str) -> InvalidParamsError:
+    return InvalidParamsError(violations=[(_field(path), description)])
+
+
+def check_json(value: Any, *, base_depth: int = 0) -> None:
+    """InvalidParamsError naming the first field of `value` past a limit: nesting deeper than
+    `max_json_depth` (counted from the document's root, `base_depth` levels above `value`),
+    a `metadata`/`data` value nested deeper than `max_value_depth`, or text that is not
+    valid Unicode. Anything accepted here can be stored, revalidated and rendered."""
+    settings = get_settings()
+    max_depth, max_value_depth = settings.max_json_depth, settings.max_value_depth
+    if isinstance(value, str) and not _is_text(value):
+        raise _violation(None, "is not valid Unicode text (lone surrogate)")
+    # Containers only: (node, its path, depth of its parent, (free-form root, its parent's
+    # depth) when inside a `metadata`/`data` value).
+    stack: list[tuple[Any, _Path, int, tuple[_Path, int] | None]] = [
+        (value, None, base_depth, None)
+    ]
+    while stack:
+        node, path, parent_depth, free = stack.pop()
+        items: Iterable[tuple[str | int, Any]]
+        if isinstance(node, dict):
+            items = node.items()
+        elif isinstance(node, list):
+            items = enumerate(node)
+        else:
+            continue
+        depth = parent_depth + 1
+        if depth > max_depth:
+            raise _violation(path, f"is nested deeper than {max_depth} levels")
+        if free is not None and depth - free[1] > max_value_depth:
+            raise _violation(free[0], f"is nested deeper than {max_value_depth} levels")
+        for key, child in items:
+            if isinstance(key, str) and not _is_text(key):
+                raise _violation(path, "has a key that is not valid Unicode text")
+            if isinstance(child, str):
+                if not _is_text(child):
+                    raise _violation((path, key), "is not valid Unicode text (lone surrogate)")
+            elif isinstance(child, dict | list):
+                child_free = free
+                if free is None and key in FREE_FORM_KEYS:
+                    child_free = ((path, key), depth)
+                stack.append((child, (path, key), depth, child_free))
+
+
 async def read_json_body(request: Request, *, required: bool = True) -> dict[str, Any] | None:
-    """The request's JSON object body, with media type, size and syntax checked."""
+    """The request's JSON object body, through the input gate: media type, size, syntax
+    (no NaN/Infinity), then `check_json`'s depth and Unicode limits."""
     body = await read_body(request)
     if not body.strip():
         if required:
@@ -146,9 +272,48 @@ async def read_json_body(request: Request, *, required: bool = True) -> dict[str
         return None
     require_json_content_type(request)
     try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        payload = loads(body)
+    except NotJsonError as exc:
         raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise InvalidRequestError("The request body must be a JSON object")
+    check_json(payload)
     return payload
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def _safe_text(value: str) -> str:
+    if _is_text(value):
+        return value
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value)
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
+    """`value` with what strict JSON cannot carry replaced: non-finite numbers by null, lone
+    surrogates by U+FFFD, nesting past SANITIZED_DEPTH by null. Only values stored before
+    the input gate existed need it; new input never contains any of these."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return _safe_text(value)
+    if depth >= SANITIZED_DEPTH and isinstance(value, dict | list):
+        return None
+    if isinstance(value, dict):
+        return {_safe_text(str(k)): json_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v, depth + 1) for v in value]
+    return value
+
+
+class SafeJSONResponse(JSONResponse):
+    """A JSON response that never fails to render: strict JSON first (no NaN, UTF-8 only);
+    if the content cannot be, it is sanitized by `json_safe` and a warning is logged."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+            logger.warning("a response carried values strict JSON cannot; rendered sanitized")
+            return super().render(json_safe(content))

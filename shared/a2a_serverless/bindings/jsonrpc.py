@@ -9,21 +9,24 @@ core/errors.py's table.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
 from a2a_serverless.bindings.http import (
+    NotJsonError,
     PayloadTooLarge,
+    SafeJSONResponse,
     UnsupportedMediaType,
+    check_json,
+    json_safe,
+    loads,
     negotiated_version,
     principal,
     read_body,
@@ -246,8 +249,14 @@ def _v03_set_config(s: Services, call: Call) -> Any:
         created = s.push.create(call.owner, task_id, config.for_payload_version("0.3"))
         return v03.push_config_to_v03(created)
     except errors.InvalidParamsError as exc:  # name the fields as the 0.3 client sent them
+        # The 1.0 model's paths get the 0.3 prefix; the 0.3 translation's already have it.
         violations = [
-            (field if field == "taskId" else f"pushNotificationConfig.{field}", why)
+            (
+                field
+                if field == "taskId" or field.startswith("pushNotificationConfig")
+                else f"pushNotificationConfig.{field}",
+                why,
+            )
             for field, why in exc.violations
         ]
         raise errors.InvalidParamsError(violations=violations, **exc.metadata) from None
@@ -353,13 +362,48 @@ def _version(request: Request) -> str:
     )
 
 
-def _reply(id_: Any, *, result: Any = None, error: Exception | None = None) -> JSONResponse:
+def _reply(id_: Any, *, result: Any = None, error: Exception | None = None) -> SafeJSONResponse:
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": id_}
     if error is not None:
         body["error"] = error_object(error)
     else:
         body["result"] = result
-    return JSONResponse(body, media_type="application/json")
+    return SafeJSONResponse(body, media_type="application/json")
+
+
+def stream_frame(id_: Any, codec: Codec, event: StreamResponse) -> dict[str, Any]:
+    """One SSE `data:` payload; json_safe because an event stored before the input gate may
+    hold NaN (sse.frame would write a bare `NaN`, which is not JSON)."""
+    return {"jsonrpc": "2.0", "id": id_, "result": json_safe(codec.event(event))}
+
+
+def _is_valid_id(id_: Any) -> bool:
+    """A string (valid Unicode: it is echoed), a finite number (the parser refuses others),
+    or null."""
+    if isinstance(id_, bool) or not isinstance(id_, str | int | float | None):
+        return False
+    return not isinstance(id_, str) or id_ == json_safe(id_)
+
+
+def _parse(body: bytes) -> Any:
+    """The input gate's parse: not JSON (NaN/Infinity included) is -32700, a document too
+    deep to parse is -32600 (no id can be detected in either)."""
+    try:
+        return loads(body)
+    except NotJsonError as exc:
+        raise RpcError(PARSE_ERROR, f"Invalid JSON payload: {exc}", "JSON_PARSE") from None
+    except errors.InvalidParamsError as exc:
+        raise RpcError(INVALID_REQUEST, exc.message, "INVALID_REQUEST") from None
+
+
+def _check_limits(payload: dict[str, Any], params: dict[str, Any]) -> None:
+    """The gate's depth and Unicode limits: on the envelope -32600, in params -32602 naming
+    the field (paths relative to params, as every other violation)."""
+    try:
+        check_json({k: v for k, v in payload.items() if k != "params"})
+    except errors.InvalidParamsError as exc:
+        raise RpcError(INVALID_REQUEST, exc.message, "INVALID_REQUEST") from None
+    check_json(params, base_depth=1)
 
 
 def _request_object(payload: Any) -> tuple[str, dict[str, Any]]:
@@ -372,9 +416,12 @@ def _request_object(payload: Any) -> tuple[str, dict[str, Any]]:
         )
     if not isinstance(payload, dict):
         raise RpcError(INVALID_REQUEST, "The request must be a JSON object", "INVALID_REQUEST")
-    id_ = payload.get("id")
-    if "id" in payload and (isinstance(id_, bool) or not isinstance(id_, str | int | float | None)):
-        raise RpcError(INVALID_REQUEST, "id must be a string, a number or null", "INVALID_REQUEST")
+    if "id" in payload and not _is_valid_id(payload["id"]):
+        raise RpcError(
+            INVALID_REQUEST,
+            "id must be a string of valid Unicode text, a number or null",
+            "INVALID_REQUEST",
+        )
     if payload.get("jsonrpc") != "2.0":
         raise RpcError(INVALID_REQUEST, 'jsonrpc must be "2.0"', "INVALID_REQUEST")
     method = payload.get("method")
@@ -398,7 +445,7 @@ def _detect_id(payload: Any) -> tuple[Any, bool]:
         well_formed = payload.get("jsonrpc") == "2.0" and isinstance(payload.get("method"), str)
         return None, not well_formed
     id_ = payload["id"]
-    if isinstance(id_, bool) or not isinstance(id_, str | int | float | None):
+    if not _is_valid_id(id_):
         return None, True
     return id_, True
 
@@ -421,12 +468,10 @@ async def _endpoint(services: Services, request: Request) -> Response:
     service = services.service
     try:
         require_json_content_type(request)
-        try:
-            payload = json.loads(await read_body(request))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise RpcError(PARSE_ERROR, f"Invalid JSON payload: {exc}", "JSON_PARSE") from None
+        payload = _parse(await read_body(request))
         id_, has_id = _detect_id(payload)
         method, params = _request_object(payload)
+        _check_limits(payload, params)
         # The version is checked once the id is known, so its error echoes the request's id.
         version = _version(request)
         handler = METHODS[version].get(method)
@@ -449,7 +494,7 @@ async def _endpoint(services: Services, request: Request) -> Response:
     if isinstance(result, Streamed):
 
         def render(event: StreamResponse) -> dict[str, Any]:
-            return {"jsonrpc": "2.0", "id": id_, "result": codec.event(event)}
+            return stream_frame(id_, codec, event)
 
         return sse_response(event_frames(service, result.start, render))
     if isinstance(result, Waiting):

@@ -18,6 +18,7 @@ from a2a_serverless.bindings.cors import CorsHeaders
 from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
 from a2a_serverless.bindings.http import (
     PayloadTooLarge,
+    SafeJSONResponse,
     UnsupportedMediaType,
     base_url,
     negotiated_version,
@@ -82,11 +83,13 @@ def _status_and_body(request: Request, exc: Exception) -> tuple[int, dict[str, A
 
 def error_response(request: Request, exc: Exception) -> JSONResponse:
     code, body = _status_and_body(request, exc)
-    return JSONResponse(body, status_code=code, media_type=response_media_type(request))
+    return SafeJSONResponse(body, status_code=code, media_type=response_media_type(request))
 
 
 def render(request: Request, payload: A2AModel, status_code: int = 200) -> JSONResponse:
-    return JSONResponse(
+    # Safe: wire() already writes NaN as null; anything else strict JSON cannot carry
+    # (stored before the input gate) renders sanitized rather than as a 500.
+    return SafeJSONResponse(
         payload.wire(), status_code=status_code, media_type=response_media_type(request)
     )
 
@@ -94,7 +97,12 @@ def render(request: Request, payload: A2AModel, status_code: int = 200) -> JSONR
 def create_app(*routers: APIRouter, title: str = "a2a-serverless") -> FastAPI:
     """A function's app: its routers plus the binding's error mapping, each request in its
     own observability scope (correlation ids, metrics, one log line)."""
-    app = FastAPI(title=title, openapi_url=None, docs_url=None, redoc_url=None)
+    # No slash redirects: behind API Gateway a redirect's Location drops the stage (`/prod`),
+    # so `GET /tasks/` answered an empty 307 to a URL that does not exist. Routes that a
+    # trailing slash reaches at the gateway declare both spellings instead.
+    app = FastAPI(
+        title=title, openapi_url=None, docs_url=None, redoc_url=None, redirect_slashes=False
+    )
     app.add_middleware(RequestScope)
     app.add_middleware(CorsHeaders)
     for router in routers:
@@ -258,6 +266,7 @@ def list_tasks_router(service: A2AService) -> APIRouter:
     router = _versioned_router()
 
     @router.get("/tasks")
+    @router.get("/tasks/")  # API Gateway routes `/tasks/` to the `/tasks` resource
     async def list_tasks(request: Request) -> Response:
         params = _query(request, ListTasksRequest)
         result = await run_in_threadpool(service.list_tasks, principal(request), params)

@@ -3,6 +3,7 @@ stream (SubscribeToTask, or a streamed send) starts from. All scoped to the call
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from a2a_serverless.core.errors import (
@@ -27,6 +28,7 @@ from a2a_serverless.models import (
     TaskStatus,
 )
 from a2a_serverless.observability import annotate, task_ended
+from a2a_serverless.settings import get_settings
 from a2a_serverless.store import (
     MAX_ID_BYTES,
     MAX_OWNER_BYTES,
@@ -44,6 +46,9 @@ from a2a_serverless.store import (
 MAX_ID_LENGTH = MAX_ID_BYTES
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
+# The rest of a ListTasks payload: nextPageToken, totalSize, pageSize, the Lambda proxy
+# envelope (status, headers) around the body.
+PAGE_ENVELOPE_BYTES = 4096
 
 
 def require_task_id(task_id: str) -> None:
@@ -108,10 +113,18 @@ class StreamStart:
 class TaskQueries:
     """Reads of the caller's tasks, and CancelTask (a read that may end the task)."""
 
-    def __init__(self, store: TaskStore, executor: Executor, poll: PollPolicy) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        executor: Executor,
+        poll: PollPolicy,
+        max_response_bytes: int | None = None,
+    ) -> None:
         self.store = store
         self.executor = executor
         self.poll = poll
+        # ListTasks' response budget; None: the setting LIST_MAX_RESPONSE_BYTES, read per call.
+        self.max_response_bytes = max_response_bytes
 
     def load(self, owner: str, task_id: str) -> TaskRecord:
         """The caller's task record; someone else's task does not exist for them."""
@@ -177,22 +190,25 @@ class TaskQueries:
         except InvalidPageToken:
             raise invalid_field("pageToken", "is not a token issued by this server") from None
         total = self.store.count_tasks(query)
-        tasks = [
-            build_task(
-                record,
-                artifacts=(
-                    self.store.read_artifacts(record.task_id) if params.include_artifacts else None
-                ),
-                history=(
-                    self.store.read_history(record.task_id, params.history_length)
-                    if params.history_length
-                    else None
-                ),
-            )
-            for record in records
-        ]
+        history_length = params.history_length or 0
+        if params.include_artifacts or history_length:
+            contents = self.store.read_listed(records, params.include_artifacts, history_length)
+            tasks = [
+                build_task(record, artifacts=c.artifacts, history=c.history)
+                for record, c in zip(records, contents, strict=True)
+            ]
+        else:
+            tasks = [build_task(record) for record in records]
+        budget = (
+            get_settings().list_max_response_bytes
+            if self.max_response_bytes is None
+            else self.max_response_bytes
+        )
+        kept = fit_page(tasks, budget)
+        if len(kept) < len(tasks):  # ended early: the next page starts after the last kept
+            next_token = records[len(kept) - 1].page_cursor
         return ListTasksResponse(
-            tasks=tasks,
+            tasks=kept,
             next_page_token=next_token or "",
             page_size=page_size,
             total_size=total,
@@ -226,6 +242,37 @@ class TaskQueries:
             except Exception:  # the flow also sees the canceled state and stops by itself
                 pass
         return self.get_task(owner, task_id)
+
+
+def payload_size(task: Task) -> int:
+    """The bytes a task adds to a buffered function's response: its JSON, which Lambda
+    carries as a JSON string in the invoke payload (quotes and non-ASCII escaped again)."""
+    body = json.dumps(task.wire(), separators=(",", ":"), ensure_ascii=False)
+    return len(json.dumps(body))
+
+
+def fit_page(tasks: list[Task], budget: int) -> list[Task]:
+    """The longest head of the page whose payload stays within `budget` bytes, never empty.
+
+    A buffered Lambda response over 6 MB fails the invocation (a 502 to the caller), so a page
+    of large tasks ends early and the next page token resumes after the last task kept. A
+    first task too large on its own is listed without its artifacts (and, if still too large,
+    without its history): the listing must go on, and GetTask reads the task whole.
+    """
+    kept: list[Task] = []
+    used = PAGE_ENVELOPE_BYTES
+    for task in tasks:
+        size = payload_size(task)
+        if used + size > budget:
+            if not kept:
+                slim = task.model_copy(update={"artifacts": None})
+                if PAGE_ENVELOPE_BYTES + payload_size(slim) > budget:
+                    slim = slim.model_copy(update={"history": None})
+                kept.append(slim)
+            break
+        kept.append(task)
+        used += size
+    return kept
 
 
 def _check_list_params(params: ListTasksRequest, page_size: int) -> None:

@@ -1,7 +1,14 @@
 """Where a flow step's updates go: appended to the task's event log, one seq each, split so
-no event approaches DynamoDB's item size limit; a write that loses to a cancel stops the step."""
+no event approaches DynamoDB's item size limit; a write that loses to a cancel stops the step.
+
+Idempotent: each event carries the identity (turn, step, position in the step). A step may run
+more than once (a RunStep retry, an EXPRESS redelivery); a deterministic re-run reproduces the
+same identities, so what an earlier run already wrote is skipped, never appended twice.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from a2a_serverless.core.tasklog import status_event
 from a2a_serverless.flows.base import ArtifactChunk, FlowCanceled
@@ -25,17 +32,40 @@ MAX_PART_BYTES = 300 * 1024
 
 
 class LogEmitter:
-    """Appends a step's updates to the event log; sees cancellation on its next write."""
+    """Appends a step's updates to the event log; sees cancellation on its next write.
 
-    def __init__(self, store: TaskStore, record: TaskRecord, seq: int) -> None:
+    `written`: the event identities already in the log (an earlier run of this step wrote
+    those); `seq`: the last event so far, where this run's new events go after.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        record: TaskRecord,
+        seq: int,
+        step: int = 0,
+        written: Collection[str] = (),
+    ) -> None:
         self._store = store
         self._record = record
         self.seq = seq
+        self._step = step
+        self._position = 0
+        self._written = frozenset(written)
+
+    def _next_id(self) -> str:
+        event_id = f"{self._record.turn}.{self._step}.{self._position}"
+        self._position += 1
+        return event_id
 
     def _append(self, event: StreamResponse) -> None:
+        event_id = self._next_id()
+        if event_id in self._written:
+            return  # an earlier run of this step wrote it
         while True:
             try:
-                self._store.append_event(self._record.task_id, self.seq + 1, event)
+                # False: a run of this step racing us wrote this very event at this seq.
+                self._store.append_event(self._record.task_id, self.seq + 1, event, event_id)
                 self.seq += 1
                 return
             except ConflictError:

@@ -57,6 +57,11 @@ class _Turn:
     emitter: LogEmitter
 
 
+def _step_done(record: TaskRecord, step: _Step) -> bool:
+    """Whether this step's outcome is already saved: this run is a retry or a redelivery."""
+    return record.flow_step is not None and record.flow_step >= (step.turn, step.step)
+
+
 class FlowWorker:
     """One step of one turn: begin (load and guard the turn), build the step's context, run
     the flow, finish (record the outcome)."""
@@ -73,6 +78,9 @@ class FlowWorker:
         turn = self.begin(step)
         if turn is None:
             return step.answer()
+        if _step_done(turn.record, step):
+            # An earlier run finished this step (its answer was lost): answer as it did.
+            return step.answer(go_on=True)
         ctx = self.context(step, turn)
         started = time.perf_counter()
         try:
@@ -101,7 +109,8 @@ class FlowWorker:
                 return None
             record.state = TaskState.WORKING
             record.status_seq = seq
-        return _Turn(record, snapshot.history, LogEmitter(self.store, record, seq))
+        emitter = LogEmitter(self.store, record, seq, step.step, snapshot.event_ids)
+        return _Turn(record, snapshot.history, emitter)
 
     def context(self, step: _Step, turn: _Turn) -> StepContext:
         """What the flow sees: this turn's user message, the history, its own state."""
@@ -125,9 +134,17 @@ class FlowWorker:
         """Record the outcome: the flow state for the next step, or the turn's final status."""
         if outcome.kind is OutcomeKind.NEXT_STEP:
             try:
-                self.store.save_flow_state(step.task_id, step.turn, ctx.state)
+                self.store.save_flow_state(step.task_id, step.turn, ctx.state, step.step)
             except ConflictError:
-                return step.answer()
+                # Canceled, or a duplicate run of this step saved first (then go on as it did).
+                fresh = self.store.get_record(step.task_id)
+                done = (
+                    fresh is not None
+                    and fresh.turn == step.turn
+                    and fresh.state is TaskState.WORKING
+                    and _step_done(fresh, step)
+                )
+                return step.answer(go_on=done)
             return step.answer(go_on=True)
         record = turn.record
         message = (

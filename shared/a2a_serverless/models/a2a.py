@@ -75,7 +75,13 @@ def format_timestamp(value: datetime) -> str:
 
 def _to_utc(value: Any) -> Any:
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            # e.g. 0001-01-01T00:00:00+14:00 is before datetime.min in UTC (issue 11).
+            raise ValueError("is out of range once converted to UTC") from None
     return value
 
 

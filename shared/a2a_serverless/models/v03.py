@@ -80,6 +80,9 @@ def message_from_v03(message: Any, path: str = "message") -> dict[str, Any]:
     converted = {key: message[key] for key in keys if message.get(key) is not None}
     role = message.get("role")
     if role is not None:
+        if not isinstance(role, str):
+            # A list or object would not even be a dict key (issue 11: TypeError, then 500).
+            raise InvalidParamsError(violations=[(f"{path}.role", "must be 'user' or 'agent'")])
         converted["role"] = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}.get(role, role)
     parts = message.get("parts")
     if isinstance(parts, list):
@@ -120,9 +123,11 @@ def _push_body_from_v03(config: Any, path: str) -> dict[str, Any]:
     auth = config.get("authentication")
     if isinstance(auth, dict):
         schemes = auth.get("schemes") or []
-        if not schemes:
+        if not isinstance(schemes, list) or not schemes:
             raise InvalidParamsError(
-                violations=[(f"{path}.authentication.schemes", "needs at least one scheme")]
+                violations=[
+                    (f"{path}.authentication.schemes", "must be a non-empty array of strings")
+                ]
             )
         converted["authentication"] = {"scheme": schemes[0]}
         if auth.get("credentials") is not None:

@@ -48,6 +48,12 @@ class TaskRecord:
     metadata: dict[str, Any] | None = None
     history_count: int = 0
     created_at: str = ""
+    # (turn, step) of the last flow step whose outcome was saved: a re-run of that step (or an
+    # earlier one) of the same turn finds it done. None before the first save.
+    flow_step: tuple[int, int] | None = None
+    # Set by `list_tasks` only: the page token that resumes the listing right after this
+    # record (so a caller may end a page early). Not part of the task: never compared.
+    page_cursor: str = field(default="", compare=False, repr=False)
 
 
 @dataclass
@@ -59,6 +65,8 @@ class TaskSnapshot:
     artifacts: list[Artifact]
     history: list[Message]
     seq: int
+    # The writer identities (`append_event`'s `event_id`) of the events in the log.
+    event_ids: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -113,6 +121,14 @@ class ListQuery:
     page_token: str | None = None
 
 
+@dataclass
+class ListedContents:
+    """What ListTasks adds to a listed task on request: artifacts and recent history."""
+
+    artifacts: list[Artifact] = field(default_factory=list)
+    history: list[Message] = field(default_factory=list)
+
+
 class InvalidPageToken(Exception):
     """A page token this store did not issue (malformed or forged)."""
 
@@ -137,7 +153,13 @@ class TaskLogStore(Protocol):
 
     def apply_status(self, change: StatusChange) -> None: ...
 
-    def append_event(self, task_id: str, seq: int, event: StreamResponse) -> None: ...
+    def append_event(
+        self, task_id: str, seq: int, event: StreamResponse, event_id: str = ""
+    ) -> bool:
+        """Write event `seq` if there is none: True. If event `seq` exists and carries the same
+        non-empty `event_id`, this write was already done (a re-run): False, nothing written.
+        Otherwise ConflictError (another writer got `seq`)."""
+        ...
 
     def read_events(
         self, task_id: str, after_seq: int, limit: int = 100
@@ -145,7 +167,13 @@ class TaskLogStore(Protocol):
 
     def last_seq(self, task_id: str) -> int: ...
 
-    def save_flow_state(self, task_id: str, turn: int, flow_state: dict[str, Any]) -> None: ...
+    def save_flow_state(
+        self, task_id: str, turn: int, flow_state: dict[str, Any], step: int | None = None
+    ) -> None:
+        """Conditional on the task WORKING at `turn` and, with `step`, on that step's outcome
+        not saved yet (`flow_step` before (turn, step)); records (turn, step) as `flow_step`.
+        ConflictError otherwise."""
+        ...
 
     def read_artifacts(self, task_id: str) -> list[Artifact]: ...
 
@@ -165,6 +193,14 @@ class TaskListing(Protocol):
         ...
 
     def count_tasks(self, query: ListQuery) -> int: ...
+
+    def read_listed(
+        self, records: list[TaskRecord], include_artifacts: bool, history_length: int
+    ) -> list[ListedContents]:
+        """The artifacts (when asked) and the last `history_length` history messages of each
+        listed record (from `list_tasks`), in the records' order: batched reads, never a read
+        per task (on DynamoDB the calls grow only with the items read, 100 keys a call)."""
+        ...
 
 
 class PushConfigStore(Protocol):

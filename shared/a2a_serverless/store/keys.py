@@ -62,6 +62,9 @@ INDEX_PARTITION = {INDEX_BY_OWNER: "g1pk", INDEX_BY_CONTEXT: "g2pk", INDEX_BY_ST
 INDEX_SORT = "gsk"
 
 EVENT_JSON = "ev"  # an event item's StreamResponse wire JSON (what streams and webhooks carry)
+# An event item's writer identity, `{turn}.{step}.{position}` for a flow step's events: a re-run
+# of the step (Lambda retry, EXPRESS redelivery) recognises its own earlier writes by it.
+EVENT_ID = "eid"
 EXPIRES = "expiresAt"  # the table's TTL attribute
 
 PARTITION_KEY_MAX_BYTES = 2048  # DynamoDB's limits, table and GSI keys alike
@@ -219,14 +222,17 @@ def index_for(query: ListQuery) -> tuple[str, str, str | None]:
 # -- items -----------------------------------------------------------------------------------
 
 
-def event_item(task_id: str, seq: int, event: StreamResponse) -> dict[str, Any]:
+def event_item(task_id: str, seq: int, event: StreamResponse, event_id: str = "") -> dict[str, Any]:
     kind = "status" if event.status_update is not None else "artifact"
-    return {
+    item = {
         **task_key(task_id, event_sk(seq)),
         "seq": n(seq),
         "kind": s(kind),
         EVENT_JSON: s(dumps(event.wire())),
     }
+    if event_id:
+        item[EVENT_ID] = s(event_id)
+    return item
 
 
 def history_item(task_id: str, index: int, message: Message) -> dict[str, Any]:
@@ -254,6 +260,11 @@ def is_history(item: Mapping[str, Any]) -> bool:
 
 def event_of(item: Mapping[str, Any]) -> StreamResponse:
     return StreamResponse.model_validate_json(item[EVENT_JSON]["S"])
+
+
+def event_id_of(item: Mapping[str, Any]) -> str:
+    """The writer identity of an event item ("" for events written without one)."""
+    return str(item.get(EVENT_ID, {}).get("S", ""))
 
 
 def seq_of(item: Mapping[str, Any]) -> int:

@@ -3,13 +3,27 @@ the counters the task log maintains (or a COUNT query when filtered by time)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
-from a2a_serverless.models import format_timestamp
+from a2a_serverless.models import (
+    INTERRUPTED_STATES,
+    TERMINAL_STATES,
+    TaskState,
+    format_timestamp,
+)
 from a2a_serverless.store import keys
-from a2a_serverless.store.base import ListQuery, TaskRecord
+from a2a_serverless.store.base import ListedContents, ListQuery, TaskRecord
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
+from a2a_serverless.store.fold import fold_events
 from a2a_serverless.store.keys import s
+
+# Events after a task's last status change are artifact chunks (or progress) written without
+# a header update, so their count is unknown to a reader: they are probed for in windows
+# that double. A live task probes wide; a settled one (terminal or interrupted) has usually
+# written nothing since its status event, one key tells.
+LIVE_PROBE = 8
+SETTLED_PROBE = 1
 
 
 class DynamoDBTaskListing(DynamoDBTable):
@@ -53,7 +67,84 @@ class DynamoDBTaskListing(DynamoDBTable):
         token = None
         if len(items) > query.page_size and page_items:
             token = keys.encode_page_token(keys.cursor_of(page_items[-1]))
-        return [keys.record_of(i) for i in page_items], token
+        records = [keys.record_of(i) for i in page_items]
+        for record, item in zip(records, page_items, strict=True):
+            record.page_cursor = keys.encode_page_token(keys.cursor_of(item))
+        return records, token
+
+    def read_listed(
+        self, records: list[TaskRecord], include_artifacts: bool, history_length: int
+    ) -> list[ListedContents]:
+        """Artifacts and recent history of a page's tasks by BatchGetItem, never a read per
+        task: the history keys are known from the listed `hcount`; the event keys from each
+        header's `statusSeq` (events are numbered 1, 2, ... without gaps), asked for with the
+        history, plus probes for events after the last status change.
+
+        Calls: one BatchGetItem per 100 keys per round; rounds: one for history and headers,
+        one for the events, and one more per doubling of a window that came back full."""
+        wanted: list[dict[str, Any]] = []
+        for record in records:
+            if history_length > 0:
+                first = max(1, record.history_count - history_length + 1)
+                wanted += [
+                    keys.task_key(record.task_id, keys.history_sk(i))
+                    for i in range(first, record.history_count + 1)
+                ]
+            if include_artifacts:
+                wanted.append(keys.task_key(record.task_id, keys.HEADER))
+        by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for item in self._batch_get(wanted):
+            by_task[item["pk"]["S"]].append(item)
+        events: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        if include_artifacts:
+            events = self._listed_events(records, by_task)
+        contents = []
+        for record in records:
+            items = by_task[keys.task_pk(record.task_id)["S"]]
+            history = sorted((i for i in items if keys.is_history(i)), key=lambda i: i["sk"]["S"])
+            chunks = sorted(events[record.task_id], key=keys.seq_of)
+            _, artifacts = fold_events(keys.event_of(i) for i in chunks if _is_artifact(i))
+            contents.append(
+                ListedContents(artifacts=artifacts, history=[keys.message_of(i) for i in history])
+            )
+        return contents
+
+    def _listed_events(
+        self, records: list[TaskRecord], by_task: dict[str, list[dict[str, Any]]]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Every event of each record's task: 1..statusSeq, then probe windows until one
+        comes back short."""
+        # task id -> (first seq to ask for, last seq known to exist, probe width)
+        plan: dict[str, tuple[int, int, int]] = {}
+        for record in records:
+            header = next(
+                (i for i in by_task[keys.task_pk(record.task_id)["S"]] if keys.is_header(i)), None
+            )
+            if header is None:  # expired between the index read and this one
+                continue
+            status_seq = int(header.get("statusSeq", {"N": "0"})["N"])
+            state = TaskState(header["state"]["S"])  # the header's: the index may lag
+            settled = state in TERMINAL_STATES or state in INTERRUPTED_STATES
+            plan[record.task_id] = (1, status_seq, SETTLED_PROBE if settled else LIVE_PROBE)
+        found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        while plan:
+            wanted = [
+                keys.task_key(task_id, keys.event_sk(seq))
+                for task_id, (first, known, probe) in plan.items()
+                for seq in range(first, known + probe + 1)
+            ]
+            highest: dict[str, int] = {}
+            for item in self._batch_get(wanted):
+                task_id = item["pk"]["S"].removeprefix(keys.TASK_PREFIX)
+                found[task_id].append(item)
+                highest[task_id] = max(highest.get(task_id, 0), keys.seq_of(item))
+            # A window that came back full may have more behind it: the next, twice as wide.
+            plan = {
+                task_id: (known + probe + 1, known + probe, probe * 2)
+                for task_id, (_, known, probe) in plan.items()
+                if highest.get(task_id, 0) >= known + probe
+            }
+        return found
 
     def count_tasks(self, query: ListQuery) -> int:
         """Exact count: maintained counters, or a COUNT query on the index range."""
@@ -77,3 +168,7 @@ class DynamoDBTaskListing(DynamoDBTable):
                 ConsistentRead=True,
             )
         return max(0, sum(int(i.get(name, {"N": "0"})["N"]) for i in shards))
+
+
+def _is_artifact(item: dict[str, Any]) -> bool:
+    return bool(item.get("kind", {}).get("S") == "artifact")

@@ -12,6 +12,8 @@ from a2a_serverless.store import keys
 from a2a_serverless.store.base import ConflictError
 
 TRANSACTION_ATTEMPTS = 6
+BATCH_GET_KEYS = 100  # DynamoDB's limit per BatchGetItem call
+BATCH_GET_ATTEMPTS = 8
 
 
 class DynamoDBTable:
@@ -71,3 +73,23 @@ class DynamoDBTable:
                 if "TransactionConflict" not in reasons or attempt == TRANSACTION_ATTEMPTS - 1:
                     raise
             time.sleep(random.uniform(0, 0.02 * 2**attempt))
+
+    def _batch_get(self, item_keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The items of these keys that exist, in any order: BatchGetItem, 100 keys a call
+        (DynamoDB's limit), its unprocessed keys asked again with jittered backoff."""
+        wanted = [key for key in item_keys if keys.key_fits(key)]
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(wanted), BATCH_GET_KEYS):
+            batch = wanted[start : start + BATCH_GET_KEYS]
+            pending: dict[str, Any] = {self._table: {"Keys": batch, "ConsistentRead": True}}
+            for attempt in range(BATCH_GET_ATTEMPTS):
+                page = self._db.batch_get_item(RequestItems=pending)
+                found.extend(page.get("Responses", {}).get(self._table, []))
+                pending = page.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                # Throttled, or past 16 MB in one answer: the rest after a pause.
+                time.sleep(random.uniform(0, 0.02 * 2**attempt))
+            else:
+                raise RuntimeError(f"BatchGetItem left keys unread after {attempt + 1} attempts")
+        return found

@@ -33,6 +33,17 @@ from a2a_serverless.store.fold import fold_events, task_from_events
 from a2a_serverless.store.keys import n, s
 
 NEW_ITEM = "attribute_not_exists(pk)"
+# The header attributes of TaskRecord.flow_step: the last (turn, step) whose outcome was saved.
+FLOW_TURN = "flowTurn"
+FLOW_STEP = "flowStep"
+
+
+def _record_of(item: dict[str, Any]) -> TaskRecord:
+    """A header item as the flow runtime needs it: with the saved-step marker."""
+    record = keys.record_of(item)
+    if FLOW_TURN in item and FLOW_STEP in item:
+        record.flow_step = (int(item[FLOW_TURN]["N"]), int(item[FLOW_STEP]["N"]))
+    return record
 
 
 class DynamoDBTaskLog(DynamoDBTable):
@@ -203,30 +214,51 @@ class DynamoDBTaskLog(DynamoDBTable):
             ]
         )
 
-    def append_event(self, task_id: str, seq: int, event: StreamResponse) -> None:
-        """One event with no state change (artifact chunk, progress status): one put."""
+    def append_event(
+        self, task_id: str, seq: int, event: StreamResponse, event_id: str = ""
+    ) -> bool:
+        """One event with no state change (artifact chunk, progress status): one put. A lost
+        condition returns the item already there (no extra read), so a re-run's duplicate
+        write is recognised by its event id at no cost."""
         try:
             self._db.put_item(
                 TableName=self._table,
-                Item=self._expiring(keys.event_item(task_id, seq, event)),
+                Item=self._expiring(keys.event_item(task_id, seq, event, event_id)),
                 ConditionExpression=NEW_ITEM,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except self._db.exceptions.ConditionalCheckFailedException as exc:
+            existing = exc.response.get("Item") or {}
+            if event_id and keys.event_id_of(existing) == event_id:
+                return False  # this very write was done before (a re-run of the step)
             raise ConflictError(f"event {seq} of {task_id} exists", ("event",)) from exc
+        return True
 
-    def save_flow_state(self, task_id: str, turn: int, flow_state: dict[str, Any]) -> None:
+    def save_flow_state(
+        self, task_id: str, turn: int, flow_state: dict[str, Any], step: int | None = None
+    ) -> None:
+        update = "SET flowState = :fs"
+        condition = "#turn = :turn AND #st = :working"
+        names = {"#turn": "turn", "#st": "state"}
+        values = {
+            ":fs": s(keys.dumps(flow_state)),
+            ":turn": n(turn),
+            ":working": s(TaskState.WORKING.value),
+        }
+        if step is not None:
+            # Saved at most once per (turn, step): a re-run that finishes again finds it done.
+            update += ", #ft = :turn, #fs = :step"
+            condition += " AND (attribute_not_exists(#ft) OR #ft <> :turn OR #fs < :step)"
+            names.update({"#ft": FLOW_TURN, "#fs": FLOW_STEP})
+            values[":step"] = n(step)
         try:
             self._db.update_item(
                 TableName=self._table,
                 Key=keys.task_key(task_id, keys.HEADER),
-                UpdateExpression="SET flowState = :fs",
-                ConditionExpression="#turn = :turn AND #st = :working",
-                ExpressionAttributeNames={"#turn": "turn", "#st": "state"},
-                ExpressionAttributeValues={
-                    ":fs": s(keys.dumps(flow_state)),
-                    ":turn": n(turn),
-                    ":working": s(TaskState.WORKING.value),
-                },
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
             )
         except self._db.exceptions.ConditionalCheckFailedException as exc:
             raise ConflictError("task moved on", ("header",)) from exc
@@ -235,7 +267,7 @@ class DynamoDBTaskLog(DynamoDBTable):
 
     def get_record(self, task_id: str) -> TaskRecord | None:
         item = self._get(keys.task_key(task_id, keys.HEADER))
-        return keys.record_of(item) if item else None
+        return _record_of(item) if item else None
 
     def find_dedupe(self, owner: str, message_id: str) -> tuple[str, str] | None:
         item = self._get(keys.dedupe_key(owner, message_id))
@@ -282,7 +314,7 @@ class DynamoDBTaskLog(DynamoDBTable):
         header = next((i for i in items if keys.is_header(i)), None)
         if header is None:
             return None
-        record = keys.record_of(header)
+        record = _record_of(header)
         event_items = [i for i in items if keys.is_event(i)]
         status, artifacts = fold_events((keys.event_of(i) for i in event_items), record.status)
         return TaskSnapshot(
@@ -291,6 +323,7 @@ class DynamoDBTaskLog(DynamoDBTable):
             artifacts=artifacts,
             history=[keys.message_of(i) for i in history_items],
             seq=keys.seq_of(event_items[-1]) if event_items else 0,
+            event_ids=frozenset(filter(None, map(keys.event_id_of, event_items))),
         )
 
     def read_history(self, task_id: str, history_length: int | None) -> list[Message]:
