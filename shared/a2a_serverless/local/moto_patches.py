@@ -153,13 +153,25 @@ def fifo_groups_in_order(patches: Patches) -> None:
     patches.replace(SQSBackend, "receive_message", receive_message)
 
 
-def lambda_invoke(patches: Patches, invoke: Callable[[str, Any, Any], str]) -> None:
+def lambda_invoke(
+    patches: Patches,
+    invoke: Callable[[str, Any, Any], str],
+    earlier_threads: frozenset[threading.Thread] = frozenset(),
+) -> None:
     """moto would run a function's code in Docker: `invoke(function_name, body,
-    response_headers)` runs it in-process instead and returns the response payload."""
+    response_headers)` runs it in-process instead and returns the response payload.
+
+    `earlier_threads`: threads alive before this stack started (its executions run in threads
+    moto starts later). moto's interpreter calls Lambda by name in its own thread, so an
+    execution of an earlier stack whose thread outlived it (tests start stacks one after
+    another) would otherwise run this stack's function, with this stack's settings half set.
+    """
     from moto.awslambda.models import LambdaFunction, lambda_backends
 
     def invoke_in_process(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> Any:
         name: str = fn.function_name
+        if threading.current_thread() in earlier_threads:
+            raise RuntimeError(f"{name}: an execution of a stopped local stack")
         try:
             current = lambda_backends[fn.account_id][fn.region].get_function(name)
         except Exception:  # moto's not-found errors

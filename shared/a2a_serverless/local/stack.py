@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -134,6 +135,7 @@ class LocalStack:
         self.env: dict[str, str] = {}
         self._mock: Any = None
         self._patches = moto_patches.Patches()
+        self._earlier_threads: frozenset[threading.Thread] = frozenset()
         self._handlers: dict[str, Handler] = {}
         self._apps: dict[str, Any] = {}
         self._saved_env: dict[str, str | None] = {}
@@ -146,6 +148,8 @@ class LocalStack:
 
     def start(self) -> LocalStack:
         LocalStack._live.append(self)
+        # Executions of earlier stacks may still run in these (moto_patches.lambda_invoke).
+        self._earlier_threads = frozenset(threading.enumerate()) - {threading.main_thread()}
         self._set_env(_BASE_ENV)
         from moto import mock_aws
 
@@ -164,7 +168,9 @@ class LocalStack:
         self.functions = resources.create_functions(template_resources, resolver, self.root)
         # Looked up per call: scripts/bench wraps `_invoke` of a started stack to count them.
         moto_patches.lambda_invoke(
-            self._patches, lambda name, body, headers: self._invoke(name, body, headers)
+            self._patches,
+            lambda name, body, headers: self._invoke(name, body, headers),
+            self._earlier_threads,
         )
         resources.create_state_machines(template_resources, resolver, self._state_machine_roles)
         self.env = resources.function_env(self.template, resolver, self.functions)
