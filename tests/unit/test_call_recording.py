@@ -182,6 +182,7 @@ def recorded(tmp_path: Path) -> Iterator[tuple[CallRecorder, Any, Path]]:
         path = tmp_path / "calls.jsonl"
         recorder = CallRecorder(path, ACCOUNT)
         recorder.attach(session.events)
+        recorder.armed = True  # as a stack does once it has started
         db = session.client("dynamodb")
         db.create_table(  # no principal acting: setup, not recorded
             TableName="tasks",
@@ -250,5 +251,15 @@ def test_a_detached_recorder_records_nothing(recorded: tuple[CallRecorder, Any, 
     recorder, session, path = recorded
     recorder.detach()
     with acting_as("GetTaskFunction"):
+        session.client("dynamodb").get_item(TableName="tasks", Key={"pk": {"S": "a"}})
+    assert lines(path) == []
+
+
+def test_nothing_is_recorded_before_the_stack_has_started(
+    recorded: tuple[CallRecorder, Any, Path],
+) -> None:
+    recorder, session, path = recorded
+    recorder.armed = False  # a stack still starting: an earlier stack's thread calling in
+    with acting_as("FlowWorkerFunction"):
         session.client("dynamodb").get_item(TableName="tasks", Key={"pk": {"S": "a"}})
     assert lines(path) == []

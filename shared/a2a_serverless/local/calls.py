@@ -258,6 +258,10 @@ class CallRecorder:
         # Step Functions threads can outlive a test's stack: what they do then (with the
         # stack's settings gone) is no call the deployed function would make.
         self.closed = False
+        # Set when the stack has started: before that no function of it has run, and a call
+        # attributed to one comes from an earlier stack's execution (moto starts a thread per
+        # Task state) reaching this stack's handler while its settings are not yet in place.
+        self.armed = False
 
     # Hooks on botocore event emitters: a session's (copied into every client it creates
     # afterwards) or one client's.
@@ -295,7 +299,7 @@ class CallRecorder:
             self._record(principal, model, params, context)
 
     def _record(self, principal: str, model: Any, params: Mapping[str, Any], context: Any) -> None:
-        if self.closed:
+        if self.closed or not self.armed:
             return
         service = model.service_model.service_name
         region = (context or {}).get("client_region") or "us-east-1"

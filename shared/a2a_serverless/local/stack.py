@@ -202,6 +202,8 @@ class LocalStack:
                     template_resources, resolver, self.functions, self.queues, self._event_invoker
                 )
             )
+        if self.recorder is not None:
+            self.recorder.armed = True  # every resource and setting of the stack is in place
         if self.event_sources is not None and self.event_source_mode == "threads":
             self.event_sources.start()
         return self
