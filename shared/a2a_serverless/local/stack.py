@@ -136,6 +136,7 @@ class LocalStack:
         self._mock: Any = None
         self._patches = moto_patches.Patches()
         self._earlier_threads: frozenset[threading.Thread] = frozenset()
+        self._ready = False  # set once start() has put every resource and setting in place
         self._handlers: dict[str, Handler] = {}
         self._apps: dict[str, Any] = {}
         self._saved_env: dict[str, str | None] = {}
@@ -202,6 +203,7 @@ class LocalStack:
                     template_resources, resolver, self.functions, self.queues, self._event_invoker
                 )
             )
+        self._ready = True
         if self.recorder is not None:
             self.recorder.armed = True  # every resource and setting of the stack is in place
         if self.event_sources is not None and self.event_source_mode == "threads":
@@ -209,6 +211,7 @@ class LocalStack:
         return self
 
     def stop(self) -> None:
+        self._ready = False
         if self in LocalStack._live:
             if LocalStack._live[-1] is not self:
                 raise RuntimeError(
@@ -297,6 +300,10 @@ class LocalStack:
 
     def _invoke(self, function_name: str, body: Any, response_headers: Any) -> str:
         """A Lambda Invoke (from the state machine) of the function, run in-process."""
+        if not self._ready:
+            # Only an earlier stack's execution can call in while this one starts; running
+            # the handler now would cache half-set settings (wiring) for this stack's lifetime.
+            raise RuntimeError(f"{function_name}: the local stack is not started")
         logical_id = function_name.removeprefix(f"{STACK}-")
         event = json.loads(body) if isinstance(body, str | bytes) and body else (body or {})
         try:
