@@ -12,6 +12,6 @@ app = web_adapter_app(
     create_app(
         stream_router(service),
         task_action_router(service),
-        jsonrpc_router(service, wiring.get_push()),
+        jsonrpc_router(service, wiring.get_push(), wiring.get_card_factory()),
     )
 )

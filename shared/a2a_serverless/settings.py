@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -71,6 +72,16 @@ class Settings(BaseSettings):
     )
     stream_heartbeat_seconds: float = Field(
         15.0, gt=0, description="SSE comment sent when a stream has been quiet this long."
+    )
+    auth_mode: Literal["ApiKey", "Jwt", "Iam", "None"] = Field(
+        "None",
+        description="How callers authenticate (the template's Auth parameter): ApiKey (X-API-Key "
+        "checked by the authorizer), Jwt (OIDC bearer token), Iam (SigV4), None (open).",
+    )
+    jwt_issuer: str = Field("", description="Auth=Jwt: the OIDC issuer (its `iss`).")
+    jwt_audience: str = Field("", description="Auth=Jwt: the audience tokens must name (`aud`).")
+    jwt_jwks_url: str = Field(
+        "", description="Auth=Jwt: JWKS URL; empty = the issuer's OIDC discovery document's."
     )
     anonymous_principal: str = Field(
         "anonymous", description="Owner of tasks when no authenticated principal is present."

@@ -130,3 +130,27 @@ def test_buffered_responses_reach_the_client_as_json(local_stack: LocalStack, al
         api = local_stack.template["Resources"]["Api"]["Properties"]
         binary = [t.replace("~1", "/") for t in api.get("BinaryMediaTypes", [])]
         assert {"*/*", "application/a2a+json"} & set(binary), "client would get base64 text"
+
+
+def test_the_flow_sees_the_caller_the_authorizer_named(local_stack: LocalStack) -> None:
+    """Principal, scheme and scopes travel from the authorizer's context through SendMessage,
+    the execution's input and every step to the flow's StepContext (Echo's [whoami])."""
+    body = {
+        "message": {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "parts": [{"text": "[whoami]"}],
+        }
+    }
+    event = load_event("send_message.json", principal="https://issuer.example|u-1", body=body)
+    event["requestContext"]["authorizer"].update(
+        {"scheme": "jwt", "claims": '{"sub": "u-1"}', "scopes": "tasks.read tasks.write"}
+    )
+    from tests.integration.harness import invoke_web_adapter
+
+    task = invoke_web_adapter(local_stack.app_for("SendMessageFunction"), event).task
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    reply = "".join(p["text"] for p in task["artifacts"][0]["parts"])
+    assert reply == "Echo: You are https://issuer.example|u-1 (jwt, scopes: tasks.read tasks.write)"
+    started = executions(local_stack)
+    assert started, "no execution"

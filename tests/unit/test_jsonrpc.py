@@ -54,7 +54,9 @@ class StubService:
         self.calls.append(("list_tasks", params))
         return ListTasksResponse(tasks=[TASK], next_page_token="", page_size=50, total_size=1)
 
-    def accept_message(self, owner: str, request: SendMessageRequest) -> AcceptedSend:
+    def accept_message(
+        self, owner: str, request: SendMessageRequest, caller: object = None
+    ) -> AcceptedSend:
         self.calls.append(("accept_message", request))
         # Not blocking, answer known: the binding answers at once (no wait, no log reads).
         return AcceptedSend(owner, TASK.id, 0, None, False, SendMessageResponse(task=TASK))

@@ -25,7 +25,9 @@ class StoppingExecutor:
     def __init__(self) -> None:
         self.stopped: list[str] = []
 
-    def start(self, task_id: str, turn: int) -> str:  # pragma: no cover - not on this path
+    def start(  # pragma: no cover - not on this path
+        self, task_id: str, turn: int, caller: object = None
+    ) -> str:
         raise AssertionError("queries start nothing")
 
     def stop(self, name: str, cause: str) -> None:

@@ -16,7 +16,7 @@ from a2a_serverless.core.push import PushService
 from a2a_serverless.core.query import TaskQueries
 from a2a_serverless.core.send import MessageSender, ModePolicy, WaitPolicy
 from a2a_serverless.core.tasklog import transition
-from a2a_serverless.models import SendMessageRequest, TaskState
+from a2a_serverless.models import Caller, SendMessageRequest, TaskState
 from tests.fakes import InMemoryTaskStore
 
 
@@ -25,12 +25,14 @@ class RecordingExecutor:
 
     def __init__(self, fail: bool = False) -> None:
         self.started: list[tuple[str, int]] = []
+        self.callers: list[Caller | None] = []
         self.fail = fail
 
-    def start(self, task_id: str, turn: int) -> str:
+    def start(self, task_id: str, turn: int, caller: Caller | None = None) -> str:
         if self.fail:
             raise RuntimeError("state machine unavailable")
         self.started.append((task_id, turn))
+        self.callers.append(caller)
         return f"{task_id}-{turn}"
 
     def stop(self, name: str, cause: str) -> None:
@@ -164,3 +166,19 @@ def test_open_message_stream_starts_from_the_new_task_or_a_snapshot(
     again = sender.open_message_stream("alice", request())
     assert again.task_id == start.task_id and again.first.task is not None
     assert again.first.task.status.state is TaskState.SUBMITTED
+
+
+def test_the_caller_reaches_the_turns_execution_and_cannot_claim_another_owner(
+    store: InMemoryTaskStore,
+) -> None:
+    executor = RecordingExecutor()
+    sender = make_sender(store, executor)
+    alice = Caller("alice", "jwt", {"sub": "alice", "email": "a@example.com"}, ("read",))
+    sender.admit("alice", request(), alice)
+    assert executor.callers == [alice]
+    # A caller that is not the owner the binding resolved never rides along.
+    sender.admit("bob", request("m2"), alice)
+    assert executor.callers[-1] == Caller("bob")
+    # No caller given: the owner, anonymous.
+    sender.admit("carol", request("m3"))
+    assert executor.callers[-1] == Caller("carol")

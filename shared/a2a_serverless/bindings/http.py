@@ -13,10 +13,12 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from a2a_serverless.core.errors import (
+    AuthenticationRequiredError,
     InvalidParamsError,
     InvalidRequestError,
     VersionNotSupportedError,
 )
+from a2a_serverless.models import Caller
 from a2a_serverless.settings import get_settings
 
 A2A_MEDIA_TYPE = "application/a2a+json"
@@ -63,18 +65,81 @@ def request_context(request: Request) -> dict[str, Any]:
     return {}
 
 
-def principal(request: Request) -> str:
-    """The authenticated principal that owns tasks; a fixed anonymous one when auth is off."""
-    authorizer = request_context(request).get("authorizer") or {}
+# What a 401 names (WWW-Authenticate), per Auth mode; the template's UNAUTHORIZED gateway
+# response sends the same value (tests/template compares them).
+CHALLENGES = {
+    "ApiKey": 'ApiKey realm="a2a", header="X-API-Key"',
+    "Jwt": 'Bearer realm="a2a"',
+    "Iam": "AWS4-HMAC-SHA256",
+}
+CLAIMS_MAX_CHARS = 8192  # authorizer context values are strings; a bigger one is dropped
+
+
+def caller(request: Request) -> Caller:
+    """Who calls: the authorizer's principal (ApiKey, Jwt), the SigV4 caller (Iam), the local
+    stack's named principal, or the anonymous one of an open stack.
+
+    Only API Gateway writes the request context. With Auth on, a request that reaches a
+    function without an identity (a route left unprotected by mistake) is refused here too.
+    """
+    context = request_context(request)
+    authorizer = context.get("authorizer")
     if isinstance(authorizer, dict):
-        claims = authorizer.get("claims") or {}
-        for candidate in (
-            authorizer.get("principalId"),
-            claims.get("sub") if isinstance(claims, dict) else None,
-        ):
-            if isinstance(candidate, str) and candidate:
-                return candidate
-    return get_settings().anonymous_principal
+        found = _authorizer_caller(authorizer)
+        if found is not None:
+            return found
+    identity = context.get("identity")
+    if isinstance(identity, dict):
+        arn = identity.get("userArn")
+        if isinstance(arn, str) and arn:
+            claims = {
+                key: identity[key]
+                for key in ("accountId", "caller", "accessKey")
+                if isinstance(identity.get(key), str) and identity[key]
+            }
+            return Caller(arn, "iam", claims)
+    settings = get_settings()
+    if settings.auth_mode != "None":
+        raise AuthenticationRequiredError()
+    return Caller(settings.anonymous_principal, "none")
+
+
+def _authorizer_caller(authorizer: dict[str, Any]) -> Caller | None:
+    principal = authorizer.get("principalId") or authorizer.get("principal")
+    if not isinstance(principal, str) or not principal:
+        claims = authorizer.get("claims")
+        sub = claims.get("sub") if isinstance(claims, dict) else None
+        if not isinstance(sub, str) or not sub:
+            return None
+        principal = sub
+    scheme = authorizer.get("scheme")
+    claims = authorizer.get("claims")
+    if isinstance(claims, str):
+        try:
+            claims = json.loads(claims) if len(claims) <= CLAIMS_MAX_CHARS else {}
+        except ValueError:
+            claims = {}
+    scopes = authorizer.get("scopes")
+    return Caller(
+        principal,
+        scheme if scheme in ("apiKey", "jwt", "iam", "local") else "apiKey",
+        claims if isinstance(claims, dict) else {},
+        tuple(scopes.split()) if isinstance(scopes, str) else (),
+    )
+
+
+def principal(request: Request) -> str:
+    """The principal that owns the tasks a request reads or writes (see `caller`)."""
+    return caller(request).principal
+
+
+def challenge_headers(exc: Exception) -> dict[str, str]:
+    """WWW-Authenticate for a 401, naming the scheme the stack's Auth mode expects."""
+    if isinstance(exc, AuthenticationRequiredError):
+        value = CHALLENGES.get(get_settings().auth_mode)
+        if value:
+            return {"WWW-Authenticate": value}
+    return {}
 
 
 def base_url(request: Request) -> str:

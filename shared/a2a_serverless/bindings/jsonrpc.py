@@ -20,6 +20,9 @@ from starlette.concurrency import run_in_threadpool
 
 from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
 from a2a_serverless.bindings.http import (
+    base_url,
+    caller,
+    challenge_headers,
     NotJsonError,
     PayloadTooLarge,
     SafeJSONResponse,
@@ -28,17 +31,19 @@ from a2a_serverless.bindings.http import (
     json_safe,
     loads,
     negotiated_version,
-    principal,
     read_body,
     require_json_content_type,
 )
 from a2a_serverless.bindings.keepalive import send_response, wait_settled
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
+from a2a_serverless.core.card import CardFactory
 from a2a_serverless.core.push import PushService
 from a2a_serverless.core.service import A2AService, AcceptedSend, StreamStart
 from a2a_serverless.models import (
     A2AModel,
+    AgentCard,
+    Caller,
     ListTasksRequest,
     SendMessageRequest,
     SendMessageResponse,
@@ -126,6 +131,7 @@ class Codec:
     send_result: Callable[[SendMessageResponse], Any]
     task: Callable[[Task], Any]
     event: Callable[[StreamResponse], Any]
+    card: Callable[[AgentCard], Any]
 
 
 V10 = Codec(
@@ -133,12 +139,14 @@ V10 = Codec(
     send_result=SendMessageResponse.wire,
     task=Task.wire,
     event=StreamResponse.wire,
+    card=AgentCard.wire,
 )
 V03 = Codec(
     send_request=_v03_send_request,
     send_result=_v03_send_result,
     task=v03.task_to_v03,
     event=v03.event_to_v03,
+    card=v03.card_to_v03,
 )
 CODECS = {"1.0": V10, "0.3": V03}
 
@@ -148,8 +156,14 @@ class Call:
     id: Any
     method: str
     params: dict[str, Any]
-    owner: str
+    caller: Caller
     codec: Codec
+    base_url: str = ""
+
+    @property
+    def owner(self) -> str:
+        """The principal whose tasks the call may read and write."""
+        return self.caller.principal
 
 
 @dataclass
@@ -170,18 +184,20 @@ class Services:
 
     service: A2AService
     push: PushService
+    cards: CardFactory | None = None
 
 
 Handler = Callable[[Services, Call], Any]
 
 
 def _send(s: Services, call: Call) -> Any:
-    return Waiting(s.service.accept_message(call.owner, call.codec.send_request(call.params)))
+    request = call.codec.send_request(call.params)
+    return Waiting(s.service.accept_message(call.owner, request, call.caller))
 
 
 def _send_streaming(s: Services, call: Call) -> Any:
     request = call.codec.send_request(call.params)
-    return Streamed(s.service.open_message_stream(call.owner, request))
+    return Streamed(s.service.open_message_stream(call.owner, request, call.caller))
 
 
 def _get_task(s: Services, call: Call) -> Any:
@@ -288,10 +304,12 @@ def _v03_delete_config(s: Services, call: Call) -> Any:
     return None
 
 
-def _no_extended_card(s: Services, call: Call) -> Any:
-    raise errors.UnsupportedOperationError(
-        "This agent has no extended agent card (capabilities.extendedAgentCard is false)"
-    )
+def _extended_card(s: Services, call: Call) -> Any:
+    if s.cards is None or not s.cards.offers_extended_card:
+        raise errors.UnsupportedOperationError(
+            "This agent has no extended agent card (capabilities.extendedAgentCard is false)"
+        )
+    return call.codec.card(s.cards.extended_card(call.base_url, call.caller))
 
 
 V10_METHODS: dict[str, Handler] = {
@@ -305,7 +323,7 @@ V10_METHODS: dict[str, Handler] = {
     "GetTaskPushNotificationConfig": _get_config,
     "ListTaskPushNotificationConfigs": _list_configs,
     "DeleteTaskPushNotificationConfig": _delete_config,
-    "GetExtendedAgentCard": _no_extended_card,
+    "GetExtendedAgentCard": _extended_card,
 }
 V03_METHODS: dict[str, Handler] = {
     "message/send": _send,
@@ -317,7 +335,7 @@ V03_METHODS: dict[str, Handler] = {
     "tasks/pushNotificationConfig/get": _v03_get_config,
     "tasks/pushNotificationConfig/list": _v03_list_configs,
     "tasks/pushNotificationConfig/delete": _v03_delete_config,
-    "agent/getAuthenticatedExtendedCard": _no_extended_card,
+    "agent/getAuthenticatedExtendedCard": _extended_card,
 }
 
 METHODS = {"1.0": V10_METHODS, "0.3": V03_METHODS}
@@ -366,6 +384,15 @@ def _reply(id_: Any, *, result: Any = None, error: Exception | None = None) -> S
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": id_}
     if error is not None:
         body["error"] = error_object(error)
+        if isinstance(error, errors.AuthenticationRequiredError):
+            # Refused before any method ran: the transport says so too, as the gateway's
+            # authorizer does (HTTP 401 naming the scheme).
+            return SafeJSONResponse(
+                body,
+                status_code=401,
+                media_type="application/json",
+                headers=challenge_headers(error),
+            )
     else:
         body["result"] = result
     return SafeJSONResponse(body, media_type="application/json")
@@ -450,9 +477,12 @@ def _detect_id(payload: Any) -> tuple[Any, bool]:
     return id_, True
 
 
-def jsonrpc_router(service: A2AService, push: PushService) -> APIRouter:
-    """`POST /`: both JSON-RPC versions, calling `service` and `push`."""
-    services = Services(service, push)
+def jsonrpc_router(
+    service: A2AService, push: PushService, cards: CardFactory | None = None
+) -> APIRouter:
+    """`POST /`: both JSON-RPC versions, calling `service`, `push` and `cards` (the extended
+    Agent Card)."""
+    services = Services(service, push, cards)
     router = APIRouter()
 
     @router.post("/")
@@ -478,7 +508,7 @@ async def _endpoint(services: Services, request: Request) -> Response:
         if handler is None:
             raise _method_not_found(method, version)
         codec = CODECS[version]
-        call = Call(id_, method, params, principal(request), codec)
+        call = Call(id_, method, params, caller(request), codec, base_url(request))
         result = await run_in_threadpool(handler, services, call)
         if not has_id and isinstance(result, Waiting):
             # Nothing to keep alive (204 has no body): a blocking notification answers once

@@ -21,6 +21,8 @@ from a2a_serverless.bindings.http import (
     SafeJSONResponse,
     UnsupportedMediaType,
     base_url,
+    caller,
+    challenge_headers,
     negotiated_version,
     principal,
     read_json_body,
@@ -83,7 +85,12 @@ def _status_and_body(request: Request, exc: Exception) -> tuple[int, dict[str, A
 
 def error_response(request: Request, exc: Exception) -> JSONResponse:
     code, body = _status_and_body(request, exc)
-    return SafeJSONResponse(body, status_code=code, media_type=response_media_type(request))
+    return SafeJSONResponse(
+        body,
+        status_code=code,
+        media_type=response_media_type(request),
+        headers=challenge_headers(exc),
+    )
 
 
 def render(request: Request, payload: A2AModel, status_code: int = 200) -> JSONResponse:
@@ -158,10 +165,17 @@ def card_router(factory: CardFactory) -> APIRouter:
     extended = _versioned_router()
 
     @extended.get("/extendedAgentCard")
-    def get_extended_agent_card() -> Response:
-        raise errors.UnsupportedOperationError(
-            "This agent has no extended agent card (capabilities.extendedAgentCard is false)"
-        )
+    def get_extended_agent_card(request: Request) -> Response:
+        if not factory.offers_extended_card:
+            # Answered before asking who calls: an open stack has no extended card at all.
+            raise errors.UnsupportedOperationError(
+                "This agent has no extended agent card (capabilities.extendedAgentCard is false)"
+            )
+        card = factory.extended_card(base_url(request), caller(request))
+        # Per caller: never cached by a shared cache.
+        response = render(request, card)
+        response.headers["Cache-Control"] = "private, no-store"
+        return response
 
     router.include_router(extended)
     return router
@@ -198,7 +212,8 @@ def send_router(service: A2AService) -> APIRouter:
     async def send_message(request: Request) -> Response:
         send_request = await _send_request(request)
         # Refusals raise here, before any wait: their status and body are the usual ones.
-        accepted = await run_in_threadpool(service.accept_message, principal(request), send_request)
+        who = caller(request)
+        accepted = await run_in_threadpool(service.accept_message, who.principal, send_request, who)
         # A failure during a wait that already sent keep-alive bytes can no longer change the
         # status: the google.rpc.Status body then comes with HTTP 200 (bindings/keepalive.py).
         return await send_response(
@@ -222,8 +237,9 @@ def stream_router(service: A2AService) -> APIRouter:
     @router.post("/message:stream")
     async def send_streaming_message(request: Request) -> Response:
         send_request = await _send_request(request)
+        who = caller(request)
         start = await run_in_threadpool(
-            service.open_message_stream, principal(request), send_request
+            service.open_message_stream, who.principal, send_request, who
         )
         return sse_response(event_frames(service, start, _stream_payload))
 

@@ -11,12 +11,14 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from a2a_serverless.core.errors import AuthenticationRequiredError, UnsupportedOperationError
 from a2a_serverless.models import (
     AgentCapabilities,
     AgentCard,
     AgentInterface,
     AgentProvider,
     AgentSkill,
+    Caller,
 )
 from a2a_serverless.settings import Settings
 
@@ -40,6 +42,53 @@ class AgentProfile(Protocol):
     def output_modes(self) -> Sequence[str]: ...
 
 
+def extended_skills_of(agent: AgentProfile) -> list[AgentSkill]:
+    """Skills the agent shows only to authenticated callers (a flow's `extended_skills`)."""
+    return list(getattr(agent, "extended_skills", None) or ())
+
+
+def security_of(settings: Settings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The card's `securitySchemes` and `securityRequirements` for the stack's Auth mode (the
+    credential the authorizer checks; an a2a-sdk client's AuthInterceptor reads these)."""
+    mode = settings.auth_mode
+    if mode == "ApiKey":
+        schemes = {
+            "apiKey": {
+                "apiKeySecurityScheme": {
+                    "location": "header",
+                    "name": "X-API-Key",
+                    "description": "An API key issued by the agent's owner "
+                    "(`scripts/auth create-key`).",
+                }
+            }
+        }
+    elif mode == "Jwt":
+        issuer = settings.jwt_issuer.rstrip("/")
+        schemes = {
+            "oidc": {
+                "openIdConnectSecurityScheme": {
+                    "openIdConnectUrl": f"{issuer}/.well-known/openid-configuration",
+                    "description": "A bearer token (JWT) from this issuer, "
+                    f"audience {settings.jwt_audience}, in Authorization: Bearer.",
+                }
+            }
+        }
+    elif mode == "Iam":
+        schemes = {
+            "sigv4": {
+                "httpAuthSecurityScheme": {
+                    "scheme": "AWS4-HMAC-SHA256",
+                    "description": "AWS Signature Version 4 (service execute-api) with the "
+                    "caller's IAM credentials; the caller's role needs execute-api:Invoke.",
+                }
+            }
+        }
+    else:
+        return {}, []
+    requirements: list[dict[str, Any]] = [{"schemes": {name: {"list": []}}} for name in schemes]
+    return schemes, requirements
+
+
 def _code_modified_at(agent: AgentProfile) -> datetime:
     """When the deployed code last changed: the same on every instance of one deployment."""
     paths = [Path(__file__).resolve().parent.parent / "__init__.py"]
@@ -57,6 +106,24 @@ class CardFactory:
         self.agent = agent
         self.modified_at = _code_modified_at(agent)
 
+    @property
+    def offers_extended_card(self) -> bool:
+        """An extended card needs callers who authenticate, and something to add."""
+        return self.settings.auth_mode != "None" and bool(extended_skills_of(self.agent))
+
+    def extended_card(self, base_url: str, caller: Caller) -> AgentCard:
+        """The card an authenticated caller sees (spec §3.1.11): the public one plus the
+        agent's extended skills."""
+        if not self.offers_extended_card:
+            raise UnsupportedOperationError(
+                "This agent has no extended agent card (capabilities.extendedAgentCard is false)"
+            )
+        if not caller.authenticated:
+            raise AuthenticationRequiredError("The extended agent card needs a credential")
+        card = self.card(base_url)
+        card.skills = [*card.skills, *extended_skills_of(self.agent)]
+        return card
+
     def card(self, base_url: str) -> AgentCard:
         settings = self.settings
         base = (settings.public_base_url or base_url).rstrip("/")
@@ -68,6 +135,7 @@ class CardFactory:
                 tags=[self.agent.name],
             )
         ]
+        schemes, requirements = security_of(settings)
         provider = (
             AgentProvider(organization=settings.agent_provider_org, url=settings.agent_provider_url)
             if settings.agent_provider_org and settings.agent_provider_url
@@ -89,8 +157,10 @@ class CardFactory:
             capabilities=AgentCapabilities(
                 streaming=True,
                 push_notifications=settings.push_notifications,
-                extended_agent_card=False,
+                extended_agent_card=self.offers_extended_card,
             ),
+            security_schemes=schemes or None,
+            security_requirements=requirements or None,
             default_input_modes=list(self.agent.input_modes),
             default_output_modes=list(self.agent.output_modes),
             skills=skills,

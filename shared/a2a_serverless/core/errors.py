@@ -80,6 +80,14 @@ class InvalidRequestError(A2AError):
     """A request that is not a valid request at all (empty body, not JSON, wrong shape)."""
 
 
+class AuthenticationRequiredError(A2AError):
+    """No valid credential (HTTP 401; the binding adds WWW-Authenticate naming the scheme)."""
+
+
+class PermissionDeniedError(A2AError):
+    """An authenticated caller that may not do this (HTTP 403)."""
+
+
 class InternalError(A2AError):
     """Anything else: the client cannot fix it."""
 
@@ -157,6 +165,14 @@ ERRORS: dict[type[A2AError], ErrorRow] = {
     InvalidParamsError: ErrorRow(-32602, 400, _ARGUMENT, "INVALID_PARAMS", "Invalid parameters"),
     InvalidRequestError: ErrorRow(
         -32600, 400, _ARGUMENT, "INVALID_REQUEST", "The request is not valid"
+    ),
+    # Not A2A-specific errors (spec §3.3.2 leaves their JSON-RPC code to the implementation):
+    # codes outside JSON-RPC's reserved range, named after their HTTP status.
+    AuthenticationRequiredError: ErrorRow(
+        -31401, 401, "UNAUTHENTICATED", "UNAUTHENTICATED", "A valid credential is required"
+    ),
+    PermissionDeniedError: ErrorRow(
+        -31403, 403, "PERMISSION_DENIED", "PERMISSION_DENIED", "This caller may not do this"
     ),
     InternalError: ErrorRow(-32603, 500, "INTERNAL", "INTERNAL_ERROR", "Internal error"),
 }

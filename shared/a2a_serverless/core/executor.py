@@ -6,6 +6,7 @@ import contextlib
 import json
 from typing import Any, Protocol
 
+from a2a_serverless.models import Caller
 from a2a_serverless.observability import annotate
 
 
@@ -15,7 +16,7 @@ def execution_name(task_id: str, turn: int) -> str:
 
 
 class Executor(Protocol):
-    def start(self, task_id: str, turn: int) -> str: ...
+    def start(self, task_id: str, turn: int, caller: Caller | None = None) -> str: ...
 
     def stop(self, name: str, cause: str) -> None: ...
 
@@ -29,14 +30,19 @@ class StepFunctionsExecutor:
         # arn:aws:states:r:a:stateMachine:SM  ->  arn:aws:states:r:a:execution:SM:name
         return self._arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
 
-    def start(self, task_id: str, turn: int) -> str:
+    def start(self, task_id: str, turn: int, caller: Caller | None = None) -> str:
+        """Start the turn's execution; its input carries who sent the turn's message (the
+        flow's steps see it: principal, claims, scopes — never a credential)."""
         name = execution_name(task_id, turn)
+        payload: dict[str, Any] = {"taskId": task_id, "turn": turn, "step": 0}
+        if caller is not None:
+            payload["caller"] = caller.wire()
         annotate(task_id=task_id, turn=turn)  # the request's later log lines name the task
         try:
             self._sfn.start_execution(
                 stateMachineArn=self._arn,
                 name=name,
-                input=json.dumps({"taskId": task_id, "turn": turn, "step": 0}),
+                input=json.dumps(payload),
             )
         except self._sfn.exceptions.ExecutionAlreadyExists:
             pass  # a retried start of the same turn: the first one is running

@@ -34,6 +34,7 @@ from a2a_serverless.core.tasklog import StateMoved, status_event, transition
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
+    Caller,
     Message,
     Role,
     SendMessageConfiguration,
@@ -123,23 +124,27 @@ class MessageSender:
 
     # -- SendMessage -----------------------------------------------------------------------
 
-    def send_message(self, owner: str, request: SendMessageRequest) -> SendMessageResponse:
+    def send_message(
+        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+    ) -> SendMessageResponse:
         """Accept the message, wait (unless told not to) and answer with the task."""
-        accepted = self.accept_message(owner, request)
+        accepted = self.accept_message(owner, request, caller)
         if accepted.blocking:
             wait = self.settle_wait(accepted)
             while not wait.step():
                 time.sleep(wait.pause())
         return self.answer(accepted)
 
-    def accept_message(self, owner: str, request: SendMessageRequest) -> AcceptedSend:
+    def accept_message(
+        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+    ) -> AcceptedSend:
         """SendMessage up to its wait: validate, create or continue the task, start the turn.
 
         Every refusal is raised here, before any waiting; the caller then waits with
         `settle_wait` (as it likes: blocking, or awaiting between reads) and calls `answer`.
         """
         config = request.configuration or SendMessageConfiguration()
-        admitted = self.admit(owner, request)
+        admitted = self.admit(owner, request, caller)
         blocking = not config.return_immediately
         if not blocking and admitted.created is not None:
             # Everything the answer holds was just written: no need to read it back.
@@ -169,13 +174,15 @@ class MessageSender:
 
     # -- SendStreamingMessage --------------------------------------------------------------
 
-    def open_message_stream(self, owner: str, request: SendMessageRequest) -> StreamStart:
+    def open_message_stream(
+        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+    ) -> StreamStart:
         """Accept a message like SendMessage (never blocking) and say where its stream starts.
 
         The first event is the task as of seq S; the stream continues with the log after S.
         """
         config = request.configuration or SendMessageConfiguration()
-        admitted = self.admit(owner, request)
+        admitted = self.admit(owner, request, caller)
         if admitted.created is not None:
             return StreamStart(
                 StreamResponse(task=admitted.created), admitted.task_id, admitted.seq, open=True
@@ -184,16 +191,20 @@ class MessageSender:
 
     # -- the shared opening steps ----------------------------------------------------------
 
-    def admit(self, owner: str, request: SendMessageRequest) -> Admitted:
-        """Validate the message, then create a task for it or continue the one it names."""
+    def admit(
+        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+    ) -> Admitted:
+        """Validate the message, then create a task for it or continue the one it names.
+        `caller` (default: the owner, anonymous) is what the turn's flow steps see."""
+        who = caller if caller is not None and caller.principal == owner else Caller(owner)
         message = request.message
         config = request.configuration or SendMessageConfiguration()
         check_owner_size(owner)
         self._validate(message, config)
         dedupe = Dedupe(owner, message.message_id, content_hash(message))
         if message.task_id:
-            return self._continue_task(owner, message, dedupe, config)
-        return self._create_task(owner, message, dedupe, request, config)
+            return self._continue_task(owner, message, dedupe, config, who)
+        return self._create_task(owner, message, dedupe, request, config, who)
 
     def _validate(self, message: Message, config: SendMessageConfiguration) -> None:
         if message.role is not Role.USER:
@@ -240,6 +251,7 @@ class MessageSender:
         dedupe: Dedupe,
         request: SendMessageRequest,
         config: SendMessageConfiguration,
+        caller: Caller,
     ) -> Admitted:
         task_id = str(uuid.uuid4())
         context_id = message.context_id or str(uuid.uuid4())
@@ -270,7 +282,7 @@ class MessageSender:
                 return retry
             # Same messageId, different content: a new message, processed normally.
             self.store.create_task(record, stored, status_event(record, status), None, push_config)
-        self._start(record, 1)
+        self._start(record, 1, caller)
         history = [stored] if config.history_length != 0 else None
         return Admitted(task_id, 1, created=build_task(record, history=history))
 
@@ -290,7 +302,12 @@ class MessageSender:
         return self.push
 
     def _continue_task(
-        self, owner: str, message: Message, dedupe: Dedupe, config: SendMessageConfiguration
+        self,
+        owner: str,
+        message: Message,
+        dedupe: Dedupe,
+        config: SendMessageConfiguration,
+        caller: Caller,
     ) -> Admitted:
         record = self.queries.load(owner, message.task_id or "")
         if message.context_id and message.context_id != record.context_id:
@@ -324,7 +341,7 @@ class MessageSender:
             fresh = moved.record or record
             seq = self._next_turn(fresh, stored, None, push_config)
             turn = fresh.turn + 1
-        self._start(record, turn)
+        self._start(record, turn, caller)
         return Admitted(record.task_id, seq)
 
     def _next_turn(
@@ -348,9 +365,9 @@ class MessageSender:
         )
         return seq
 
-    def _start(self, record: TaskRecord, turn: int) -> None:
+    def _start(self, record: TaskRecord, turn: int, caller: Caller) -> None:
         try:
-            self.executor.start(record.task_id, turn)
+            self.executor.start(record.task_id, turn, caller)
         except Exception:
             # The turn cannot run: end the task failed rather than leave it submitted.
             fresh = self.store.get_record(record.task_id)

@@ -10,6 +10,7 @@ from a2a_serverless.core.query import StreamStart, TaskQueries
 from a2a_serverless.core.send import AcceptedSend, MessageSender, ModePolicy, WaitPolicy
 from a2a_serverless.core.tail import LogTail, SettleWait
 from a2a_serverless.models import (
+    Caller,
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
@@ -50,11 +51,15 @@ class A2AService:
 
     # -- SEND --------------------------------------------------------------------------------
 
-    def send_message(self, owner: str, request: SendMessageRequest) -> SendMessageResponse:
-        return self.sender.send_message(owner, request)
+    def send_message(
+        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+    ) -> SendMessageResponse:
+        return self.sender.send_message(owner, request, caller)
 
-    def accept_message(self, owner: str, request: SendMessageRequest) -> AcceptedSend:
-        return self.sender.accept_message(owner, request)
+    def accept_message(
+        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+    ) -> AcceptedSend:
+        return self.sender.accept_message(owner, request, caller)
 
     def settle_wait(self, accepted: AcceptedSend) -> SettleWait:
         return self.sender.settle_wait(accepted)
@@ -62,8 +67,10 @@ class A2AService:
     def answer(self, accepted: AcceptedSend) -> SendMessageResponse:
         return self.sender.answer(accepted)
 
-    def open_message_stream(self, owner: str, request: SendMessageRequest) -> StreamStart:
-        return self.sender.open_message_stream(owner, request)
+    def open_message_stream(
+        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+    ) -> StreamStart:
+        return self.sender.open_message_stream(owner, request, caller)
 
     # -- QUERY -------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 # agent_message lives in models (core needs it too); re-exported here for flow authors.
-from a2a_serverless.models import AgentSkill, Message, Part, TaskState, agent_message
+from a2a_serverless.models import AgentSkill, Caller, Message, Part, TaskState, agent_message
 
 
 class FlowCanceled(Exception):
@@ -130,6 +130,10 @@ class StepContext:
     state: dict[str, Any]
     emitter: Emitter
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Who sent this turn's message: the principal that owns the task, and the claims and
+    # scopes its credential carried (a JWT's, an IAM caller's account) — authorize per skill
+    # with them, or answer `auth_required`.
+    caller: Caller = field(default_factory=lambda: Caller("anonymous"))
 
     @property
     def text(self) -> str:
@@ -164,6 +168,9 @@ class Flow:
     name: str = "flow"
     description: str = ""
     skills: list[AgentSkill] = []
+    # Skills listed only on the extended Agent Card (GetExtendedAgentCard), which callers get
+    # once authenticated; a stack with Auth=None has no extended card.
+    extended_skills: list[AgentSkill] = []
     input_modes: list[str] = ["text/plain"]
     output_modes: list[str] = ["text/plain"]
 

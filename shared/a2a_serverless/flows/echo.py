@@ -8,6 +8,7 @@ Directives (anywhere in the message text):
   [crash]      raise inside the step (the state machine's Catch marks the task failed)
   [slow=S]     spread the reply over S seconds (so it can be watched or canceled)
   [steps=N]    produce the reply over N Step Functions steps, one chunk per step
+  [whoami]     reply with the caller's principal and how it signed in (an extended-card skill)
 Otherwise the reply is "Echo: <text>", streamed as several chunks of one artifact.
 """
 
@@ -54,6 +55,17 @@ class EchoFlow(Flow):
             examples=["hello", "hello [input]", "count slowly [slow=5]"],
         )
     ]
+    # Shown to signed-in callers only (the extended Agent Card).
+    extended_skills = [
+        AgentSkill(
+            id="whoami",
+            name="Who am I",
+            description="Replies with the principal this agent knows you as, and how you "
+            "signed in ([whoami]).",
+            tags=["auth"],
+            examples=["[whoami]"],
+        )
+    ]
     input_modes = ["text/plain", "application/json"]
     output_modes = ["text/plain"]
 
@@ -71,6 +83,10 @@ class EchoFlow(Flow):
         if pending == "auth":
             ctx.state["awaiting"] = None
             return self._echo(ctx, ctx.state.get("original", ""))
+        if "[whoami]" in text:
+            caller = ctx.caller
+            scopes = f", scopes: {' '.join(caller.scopes)}" if caller.scopes else ""
+            return self._echo(ctx, f"You are {caller.principal} ({caller.scheme}{scopes})")
         if "[crash]" in text:
             raise RuntimeError("echo flow crashed on request ([crash])")
         if "[fail]" in text:

@@ -1,6 +1,6 @@
 """Runs one flow step for the state machine (FlowWorkerFunction).
 
-Input  {"taskId", "turn", "step"}                  -> {"taskId", "turn", "step", "continue"}
+Input  {"taskId", "turn", "step", "caller"?}       -> {"taskId", "turn", "step", "caller"?, "continue"}
 Input  {"action": "fail", "taskId", "turn", "error"} marks the turn failed (the Catch path).
 """
 
@@ -16,6 +16,7 @@ from a2a_serverless.flows.base import Flow, FlowCanceled, Outcome, OutcomeKind, 
 from a2a_serverless.flows.emitter import LogEmitter
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
+    Caller,
     TERMINAL_STATES,
     Message,
     Role,
@@ -40,11 +41,20 @@ class _Step:
     task_id: str
     turn: int
     step: int
+    caller: dict[str, Any] | None = None  # who sent the turn's message (Caller.wire())
 
     def answer(self, go_on: bool = False) -> dict[str, Any]:
         """The state machine's input for its next choice (another step, or the end)."""
         step = self.step + 1 if go_on else self.step
-        return {"taskId": self.task_id, "turn": self.turn, "step": step, "continue": go_on}
+        answer: dict[str, Any] = {
+            "taskId": self.task_id,
+            "turn": self.turn,
+            "step": step,
+            "continue": go_on,
+        }
+        if self.caller is not None:
+            answer["caller"] = self.caller
+        return answer
 
 
 @dataclass
@@ -62,6 +72,19 @@ def _step_done(record: TaskRecord, step: _Step) -> bool:
     return record.flow_step is not None and record.flow_step >= (step.turn, step.step)
 
 
+def _caller_of(step: _Step, record: TaskRecord) -> Caller:
+    """Who sent this turn's message: what the execution input says, if it names the task's
+    owner (an execution started before callers were passed on: the owner, anonymous)."""
+    if step.caller is not None:
+        try:
+            caller = Caller.from_wire(step.caller)
+        except (KeyError, TypeError, ValueError):
+            caller = None
+        if caller is not None and caller.principal == record.owner:
+            return caller
+    return Caller(record.owner)
+
+
 class FlowWorker:
     """One step of one turn: begin (load and guard the turn), build the step's context, run
     the flow, finish (record the outcome)."""
@@ -73,7 +96,13 @@ class FlowWorker:
     def handle(self, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("action") == "fail":
             return self.fail(event)
-        step = _Step(str(event["taskId"]), int(event["turn"]), int(event.get("step", 0)))
+        caller = event.get("caller")
+        step = _Step(
+            str(event["taskId"]),
+            int(event["turn"]),
+            int(event.get("step", 0)),
+            caller if isinstance(caller, dict) else None,
+        )
         annotate(task_id=step.task_id, turn=step.turn, step=step.step)
         turn = self.begin(step)
         if turn is None:
@@ -126,6 +155,7 @@ class FlowWorker:
             state=dict(record.flow_state),
             emitter=turn.emitter,
             metadata=dict(record.metadata or {}),
+            caller=_caller_of(step, record),
         )
 
     def finish(

@@ -15,6 +15,7 @@ from a2a_serverless.models.a2a import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
     A2AModel,
+    AgentCard,
     Artifact,
     Message,
     Part,
@@ -276,3 +277,68 @@ def event_to_v03(event: StreamResponse) -> dict[str, Any]:
     if chunk.metadata:
         converted["metadata"] = chunk.metadata
     return converted
+
+
+# 1.0 SecurityScheme oneof member -> 0.3 (OpenAPI-style) `type` and the fields it keeps.
+_SCHEME_TYPES = {
+    "apiKeySecurityScheme": ("apiKey", {"location": "in", "name": "name"}),
+    "httpAuthSecurityScheme": ("http", {"scheme": "scheme", "bearerFormat": "bearerFormat"}),
+    "openIdConnectSecurityScheme": ("openIdConnect", {"openIdConnectUrl": "openIdConnectUrl"}),
+    "mtlsSecurityScheme": ("mutualTLS", {}),
+}
+
+
+def _scheme_to_v03(scheme: dict[str, Any]) -> dict[str, Any] | None:
+    for member, body in scheme.items():
+        if member in _SCHEME_TYPES and isinstance(body, dict):
+            kind, fields = _SCHEME_TYPES[member]
+            out: dict[str, Any] = {"type": kind}
+            out.update({new: body[old] for old, new in fields.items() if body.get(old)})
+            if body.get("description"):
+                out["description"] = body["description"]
+            return out
+    return None
+
+
+def card_to_v03(card: AgentCard) -> dict[str, Any]:
+    """An Agent Card as 0.3 spells it (the result of `agent/getAuthenticatedExtendedCard`):
+    one `url` + `preferredTransport` (the first JSON-RPC interface), OpenAPI-style schemes."""
+    body = card.wire()
+    interface = next(
+        (i for i in card.supported_interfaces if i.protocol_binding == "JSONRPC"),
+        card.supported_interfaces[0],
+    )
+    capabilities = dict(body.get("capabilities") or {})
+    supports_extended = bool(capabilities.pop("extendedAgentCard", False))
+    out: dict[str, Any] = {
+        "name": card.name,
+        "description": card.description,
+        "url": interface.url,
+        "preferredTransport": interface.protocol_binding,
+        "protocolVersion": "0.3.0",
+        "version": card.version,
+        "capabilities": capabilities,
+        "defaultInputModes": body["defaultInputModes"],
+        "defaultOutputModes": body["defaultOutputModes"],
+        "skills": body["skills"],
+        "supportsAuthenticatedExtendedCard": supports_extended,
+    }
+    for key in ("provider", "documentationUrl", "iconUrl"):
+        if body.get(key):
+            out[key] = body[key]
+    schemes = {
+        name: converted
+        for name, scheme in (card.security_schemes or {}).items()
+        if (converted := _scheme_to_v03(scheme)) is not None
+    }
+    if schemes:
+        out["securitySchemes"] = schemes
+        out["security"] = [
+            {
+                name: list((scopes or {}).get("list") or [])
+                for name, scopes in req["schemes"].items()
+            }
+            for req in card.security_requirements or []
+            if isinstance(req.get("schemes"), dict)
+        ]
+    return out
