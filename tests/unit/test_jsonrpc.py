@@ -224,8 +224,12 @@ def test_version_content_type_and_unexpected_failures(post: Any) -> None:
     unsupported = post(rpc("GetTask", {"id": "t1"}, 9), version="2.0")
     assert unsupported.json()["id"] == 9  # checked once the id is known
     assert reason(error_of(unsupported, -32009)) == "VERSION_NOT_SUPPORTED"
-    text = error_of(post(rpc("GetTask", {"id": "t1"}), content_type="text/plain"), -32005)
+    refused = post(rpc("GetTask", {"id": "t1"}, "id-7"), content_type="text/plain")
+    text = error_of(refused, -32005)
     assert text["message"].endswith("send application/json")
+    assert refused.json()["id"] == "id-7"  # the body is JSON after all: its id is echoed
+    unreadable = post(b"not json", content_type="text/plain")
+    assert error_of(unreadable, -32005) and unreadable.json()["id"] is None
     internal = error_of(post(rpc("GetTask", {"id": "boom"})), -32603)
     assert internal["message"] == "Internal error" and "bug" not in json.dumps(internal)
 
@@ -238,3 +242,18 @@ def test_a_message_result_in_0_3_is_a_0_3_message() -> None:
         "role": "agent",
         "parts": [{"kind": "text", "text": "hello"}],
     }
+
+
+def test_error_texts_spell_states_as_the_callers_version(
+    post: Any, service: StubService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from a2a_serverless.core.errors import TaskNotCancelableError
+
+    def settled(owner: str, task_id: str) -> Task:
+        raise TaskNotCancelableError(f"Task {task_id} is already TASK_STATE_INPUT_REQUIRED")
+
+    monkeypatch.setattr(service, "cancel_task", settled)
+    v10 = error_of(post(rpc("CancelTask", {"id": "t1"})), -32002)
+    assert v10["message"] == "Task t1 is already TASK_STATE_INPUT_REQUIRED"
+    v03 = error_of(post(rpc("tasks/cancel", {"id": "t1"}), version="0.3"), -32002)
+    assert v03["message"] == "Task t1 is already input-required"

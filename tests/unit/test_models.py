@@ -122,3 +122,21 @@ def test_send_request_history_length_cannot_be_negative() -> None:
                 "configuration": {"historyLength": -1},
             }
         )
+
+
+def test_a_data_part_may_carry_json_null() -> None:
+    """The proto's Value allows null: `{"data": null}` is a data part, kept on the wire
+    (dropping it would leave a part with no content, refused when read back)."""
+    from a2a_serverless.models import Message, Part
+    from a2a_serverless.models.v03 import part_to_v03
+
+    message = Message.model_validate(
+        {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": None}]}
+    )
+    assert message.wire()["parts"] == [{"data": None}]
+    assert Message.model_validate(message.wire()) == message
+    assert part_to_v03(message.parts[0]) == {"kind": "data", "data": {"value": None}}
+    with pytest.raises(ValueError, match="exactly one"):
+        Part.model_validate({})
+    with pytest.raises(ValueError, match="exactly one"):
+        Part.model_validate({"text": "x", "data": None})

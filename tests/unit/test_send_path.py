@@ -182,3 +182,18 @@ def test_the_caller_reaches_the_turns_execution_and_cannot_claim_another_owner(
     # No caller given: the owner, anonymous.
     sender.admit("carol", request("m3"))
     assert executor.callers[-1] == Caller("carol")
+
+
+def test_every_field_violation_is_reported_at_once(store: InMemoryTaskStore) -> None:
+    from a2a_serverless.core.errors import InvalidParamsError
+
+    long_id = "x" * 300
+    bad = request(role="ROLE_AGENT", contextId=long_id, taskId=long_id)
+    with pytest.raises(InvalidParamsError) as refused:
+        make_sender(store, RecordingExecutor()).admit("alice", bad)
+    assert [field for field, _ in refused.value.violations] == [
+        "message.role",
+        "message.contextId",
+        "message.taskId",
+    ]
+    assert store.tasks == {}

@@ -20,13 +20,13 @@ from starlette.concurrency import run_in_threadpool
 
 from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
 from a2a_serverless.bindings.http import (
-    base_url,
-    caller,
-    challenge_headers,
     NotJsonError,
     PayloadTooLarge,
     SafeJSONResponse,
     UnsupportedMediaType,
+    base_url,
+    caller,
+    challenge_headers,
     check_json,
     json_safe,
     loads,
@@ -132,6 +132,7 @@ class Codec:
     task: Callable[[Task], Any]
     event: Callable[[StreamResponse], Any]
     card: Callable[[AgentCard], Any]
+    text: Callable[[str], str] = str  # an error message as the version spells states
 
 
 V10 = Codec(
@@ -147,6 +148,7 @@ V03 = Codec(
     task=v03.task_to_v03,
     event=v03.event_to_v03,
     card=v03.card_to_v03,
+    text=v03.text_to_v03,
 )
 CODECS = {"1.0": V10, "0.3": V03}
 
@@ -380,10 +382,13 @@ def _version(request: Request) -> str:
     )
 
 
-def _reply(id_: Any, *, result: Any = None, error: Exception | None = None) -> SafeJSONResponse:
+def _reply(
+    id_: Any, *, result: Any = None, error: Exception | None = None, codec: Codec = V10
+) -> SafeJSONResponse:
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": id_}
     if error is not None:
         body["error"] = error_object(error)
+        body["error"]["message"] = codec.text(body["error"]["message"])
         if isinstance(error, errors.AuthenticationRequiredError):
             # Refused before any method ran: the transport says so too, as the gateway's
             # authorizer does (HTTP 401 naming the scheme).
@@ -495,11 +500,18 @@ def jsonrpc_router(
 async def _endpoint(services: Services, request: Request) -> Response:
     id_: Any = None
     has_id = True  # until the request is known to be a notification, errors are answered
+    codec = V10  # until the version is known
     service = services.service
     try:
-        require_json_content_type(request)
-        payload = _parse(await read_body(request))
+        body = await read_body(request)
+        try:
+            payload = _parse(body)
+        except Exception:
+            require_json_content_type(request)  # a body neither declared nor read as JSON
+            raise
         id_, has_id = _detect_id(payload)
+        # Refused once its id is known, so the error echoes it.
+        require_json_content_type(request)
         method, params = _request_object(payload)
         _check_limits(payload, params)
         # The version is checked once the id is known, so its error echoes the request's id.
@@ -518,7 +530,7 @@ async def _endpoint(services: Services, request: Request) -> Response:
         if not has_id:
             error_object(exc)  # logs what must be logged; a notification gets no reply (§4.1)
             return Response(status_code=204)
-        return _reply(id_, error=exc)
+        return _reply(id_, error=exc, codec=codec)
     if not has_id:
         return Response(status_code=204)  # a notification: no response (JSON-RPC 2.0 §4.1)
     if isinstance(result, Streamed):
@@ -534,7 +546,7 @@ async def _endpoint(services: Services, request: Request) -> Response:
             service,
             result.accepted,
             lambda answer: _reply(id_, result=codec.send_result(answer)),
-            lambda exc: _reply(id_, error=exc),
+            lambda exc: _reply(id_, error=exc, codec=codec),
             media_type="application/json",
         )
     return _reply(id_, result=result)

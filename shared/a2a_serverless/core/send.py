@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from a2a_serverless.core.errors import (
     ContentTypeNotSupportedError,
+    InvalidParamsError,
     PushNotificationNotSupportedError,
     UnsupportedOperationError,
     invalid_field,
@@ -207,14 +208,21 @@ class MessageSender:
         return self._create_task(owner, message, dedupe, request, config, who)
 
     def _validate(self, message: Message, config: SendMessageConfiguration) -> None:
+        # Every field violation at once (the spec's example lists several), then the rest.
+        violations: list[tuple[str, str]] = []
         if message.role is not Role.USER:
-            raise invalid_field("message.role", "must be ROLE_USER for messages sent to an agent")
+            violations.append(("message.role", "must be ROLE_USER for messages sent to an agent"))
         for name, value in (
             ("message.messageId", message.message_id),
             ("message.contextId", message.context_id),
             ("message.taskId", message.task_id),
         ):
-            check_id_size(name, value)
+            try:
+                check_id_size(name, value)
+            except InvalidParamsError as refused:
+                violations.extend(refused.violations)
+        if violations:
+            raise InvalidParamsError(violations=violations)
         if config.task_push_notification_config is not None:  # refused before any write
             self._push().require_enabled()
         for index, part in enumerate(message.parts):

@@ -21,7 +21,9 @@ from pydantic import (
     Field,
     PlainSerializer,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -200,10 +202,21 @@ class Part(A2AModel):
             raise ValueError("raw must be base64-encoded bytes") from None
         return value
 
+    @model_serializer(mode="wrap")
+    def _keep_null_data(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A `data: null` part keeps its `data` (omitted, it would be a part with no content)."""
+        out: dict[str, Any] = handler(self)
+        if self.data is None and "data" in self.model_fields_set:
+            out["data"] = None
+        return out
+
     @model_validator(mode="after")
     def _exactly_one_content(self) -> Part:
+        # `data` may be JSON null (the proto's Value allows it): set counts, not its value.
         present = [
-            name for name in ("text", "raw", "url", "data") if getattr(self, name) is not None
+            name
+            for name in ("text", "raw", "url", "data")
+            if getattr(self, name) is not None or (name == "data" and name in self.model_fields_set)
         ]
         if len(present) != 1:
             raise ValueError(

@@ -9,6 +9,7 @@ roles, `file` parts with `bytes`/`uri`, `blocking` instead of `returnImmediately
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from a2a_serverless.models.a2a import (
@@ -218,6 +219,19 @@ def status_to_v03(status: TaskStatus) -> dict[str, Any]:
     if status.timestamp is not None:
         converted["timestamp"] = format_timestamp(status.timestamp)
     return converted
+
+
+_STATE_NAME = re.compile(r"\bTASK_STATE_([A-Z_]+)\b")
+
+
+def text_to_v03(text: str) -> str:
+    """A human-readable text (an error message) with 1.0 state names spelled as 0.3 does."""
+
+    def spell(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return "unknown" if name == "UNSPECIFIED" else name.lower().replace("_", "-")
+
+    return _STATE_NAME.sub(spell, text)
 
 
 def artifact_to_v03(artifact: Artifact) -> dict[str, Any]:
