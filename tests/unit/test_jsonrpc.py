@@ -54,10 +54,18 @@ class StubService:
         self.calls.append(("list_tasks", params))
         return ListTasksResponse(tasks=[TASK], next_page_token="", page_size=50, total_size=1)
 
+    def activate_extensions(self, requested: list[str]) -> list[str]:
+        return [uri for uri in requested if uri == "urn:x:supported"]
+
     def accept_message(
-        self, owner: str, request: SendMessageRequest, caller: object = None
+        self,
+        owner: str,
+        request: SendMessageRequest,
+        caller: object = None,
+        extensions: object = (),
     ) -> AcceptedSend:
         self.calls.append(("accept_message", request))
+        self.calls.append(("extensions", extensions))
         # Not blocking, answer known: the binding answers at once (no wait, no log reads).
         return AcceptedSend(owner, TASK.id, 0, None, False, SendMessageResponse(task=TASK))
 
@@ -89,9 +97,13 @@ def post(service: StubService, push: StubPush) -> Any:
     app = create_app(jsonrpc_router(service, push))  # type: ignore[arg-type]
 
     def post(
-        body: Any, *, version: str | None = "1.0", content_type: str = "application/json"
+        body: Any,
+        *,
+        version: str | None = "1.0",
+        content_type: str = "application/json",
+        extra: dict[str, str] | None = None,
     ) -> httpx.Response:
-        headers = {"Content-Type": content_type}
+        headers = {"Content-Type": content_type, **(extra or {})}
         if version is not None:
             headers["A2A-Version"] = version
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -257,3 +269,26 @@ def test_error_texts_spell_states_as_the_callers_version(
     assert v10["message"] == "Task t1 is already TASK_STATE_INPUT_REQUIRED"
     v03 = error_of(post(rpc("tasks/cancel", {"id": "t1"}), version="0.3"), -32002)
     assert v03["message"] == "Task t1 is already input-required"
+
+
+def test_requested_extensions_reach_the_send_and_the_activated_are_echoed(
+    post: Any, service: StubService
+) -> None:
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    asked = {"A2A-Extensions": "urn:x:unknown, urn:x:supported"}
+    response = post(rpc("SendMessage", {"message": message}), extra=asked)
+    assert "result" in response.json(), response.text
+    assert response.headers["a2a-extensions"] == "urn:x:supported"
+    assert ("extensions", ["urn:x:supported"]) in service.calls
+    # 0.3 clients send and read X-A2A-Extensions.
+    v03_message = {"messageId": "m", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}
+    response = post(
+        rpc("message/send", {"message": v03_message}),
+        version="0.3",
+        extra={"X-A2A-Extensions": "urn:x:supported"},
+    )
+    assert response.headers["x-a2a-extensions"] == "urn:x:supported"
+    assert "a2a-extensions" not in response.headers
+    # Nothing activated: no header.
+    response = post(rpc("SendMessage", {"message": message}))
+    assert "a2a-extensions" not in response.headers

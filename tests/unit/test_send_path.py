@@ -12,6 +12,7 @@ from a2a_serverless.core.errors import (
     PushNotificationNotSupportedError,
     UnsupportedOperationError,
 )
+from a2a_serverless.core.executor import TurnContext
 from a2a_serverless.core.push import PushService
 from a2a_serverless.core.query import TaskQueries
 from a2a_serverless.core.send import MessageSender, ModePolicy, WaitPolicy
@@ -26,13 +27,15 @@ class RecordingExecutor:
     def __init__(self, fail: bool = False) -> None:
         self.started: list[tuple[str, int]] = []
         self.callers: list[Caller | None] = []
+        self.extensions: list[tuple[str, ...]] = []
         self.fail = fail
 
-    def start(self, task_id: str, turn: int, caller: Caller | None = None) -> str:
+    def start(self, task_id: str, turn: int, context: TurnContext | None = None) -> str:
         if self.fail:
             raise RuntimeError("state machine unavailable")
         self.started.append((task_id, turn))
-        self.callers.append(caller)
+        self.callers.append(context.caller if context else None)
+        self.extensions.append(context.extensions if context else ())
         return f"{task_id}-{turn}"
 
     def stop(self, name: str, cause: str) -> None:
@@ -197,3 +200,28 @@ def test_every_field_violation_is_reported_at_once(store: InMemoryTaskStore) -> 
         "message.taskId",
     ]
     assert store.tasks == {}
+
+
+def test_extensions_activate_as_the_flow_declares_them(store: InMemoryTaskStore) -> None:
+    from a2a_serverless.core.errors import ExtensionSupportRequiredError
+    from a2a_serverless.models import AgentExtension
+
+    modes = ModePolicy(
+        extensions=[
+            AgentExtension(uri="urn:x:optional"),
+            AgentExtension(uri="urn:x:required", required=True),
+        ]
+    )
+    # Unknown ones are ignored; the card's order is kept.
+    assert modes.activate(["urn:x:unknown", "urn:x:required", "urn:x:optional"]) == [
+        "urn:x:optional",
+        "urn:x:required",
+    ]
+    with pytest.raises(ExtensionSupportRequiredError) as refused:
+        modes.activate(["urn:x:optional"])
+    assert refused.value.metadata == {"extensions": "urn:x:required"}
+    assert ModePolicy().activate(["urn:x:optional"]) == []
+
+    executor = RecordingExecutor()
+    make_sender(store, executor).admit("alice", request(), None, ["urn:x:optional"])
+    assert executor.extensions == [("urn:x:optional",)]

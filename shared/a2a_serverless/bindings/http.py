@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from a2a_serverless.core.errors import (
     AuthenticationRequiredError,
@@ -140,6 +140,28 @@ def challenge_headers(exc: Exception) -> dict[str, str]:
         if value:
             return {"WWW-Authenticate": value}
     return {}
+
+
+EXTENSIONS_HEADER = "A2A-Extensions"
+EXTENSIONS_HEADER_V03 = "X-A2A-Extensions"
+
+
+def requested_extensions(request: Request) -> list[str]:
+    """The extension URIs the client opts into (spec §4.6; 0.3 clients send X-A2A-Extensions;
+    either header, repeated or comma-separated)."""
+    values = [
+        *request.headers.getlist(EXTENSIONS_HEADER),
+        *request.headers.getlist(EXTENSIONS_HEADER_V03),
+    ]
+    return [uri.strip() for value in values for uri in value.split(",") if uri.strip()]
+
+
+def echo_extensions(response: Response, activated: list[str], version: str = "1.0") -> Response:
+    """Name the extensions a response used, in the header the caller's version reads."""
+    if activated:
+        header = EXTENSIONS_HEADER_V03 if version == "0.3" else EXTENSIONS_HEADER
+        response.headers[header] = ",".join(activated)
+    return response
 
 
 def base_url(request: Request) -> str:

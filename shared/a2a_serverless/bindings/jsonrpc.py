@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -28,10 +28,12 @@ from a2a_serverless.bindings.http import (
     caller,
     challenge_headers,
     check_json,
+    echo_extensions,
     json_safe,
     loads,
     negotiated_version,
     read_body,
+    requested_extensions,
     require_json_content_type,
 )
 from a2a_serverless.bindings.keepalive import send_response, wait_settled
@@ -161,6 +163,7 @@ class Call:
     caller: Caller
     codec: Codec
     base_url: str = ""
+    extensions: list[str] = field(default_factory=list)  # requested (A2A-Extensions)
 
     @property
     def owner(self) -> str:
@@ -171,6 +174,7 @@ class Call:
 @dataclass
 class Streamed:
     start: StreamStart
+    extensions: list[str] = field(default_factory=list)  # activated: echoed in the header
 
 
 @dataclass
@@ -178,6 +182,7 @@ class Waiting:
     """A SendMessage accepted by core: its result comes after the wait (bindings/keepalive)."""
 
     accepted: AcceptedSend
+    extensions: list[str]  # activated: echoed in the response's header
 
 
 @dataclass(frozen=True)
@@ -194,12 +199,16 @@ Handler = Callable[[Services, Call], Any]
 
 def _send(s: Services, call: Call) -> Any:
     request = call.codec.send_request(call.params)
-    return Waiting(s.service.accept_message(call.owner, request, call.caller))
+    activated = s.service.activate_extensions(call.extensions)
+    return Waiting(s.service.accept_message(call.owner, request, call.caller, activated), activated)
 
 
 def _send_streaming(s: Services, call: Call) -> Any:
     request = call.codec.send_request(call.params)
-    return Streamed(s.service.open_message_stream(call.owner, request, call.caller))
+    activated = s.service.activate_extensions(call.extensions)
+    return Streamed(
+        s.service.open_message_stream(call.owner, request, call.caller, activated), activated
+    )
 
 
 def _get_task(s: Services, call: Call) -> Any:
@@ -500,7 +509,7 @@ def jsonrpc_router(
 async def _endpoint(services: Services, request: Request) -> Response:
     id_: Any = None
     has_id = True  # until the request is known to be a notification, errors are answered
-    codec = V10  # until the version is known
+    codec, version = V10, "1.0"  # until the version is known
     service = services.service
     try:
         body = await read_body(request)
@@ -520,7 +529,15 @@ async def _endpoint(services: Services, request: Request) -> Response:
         if handler is None:
             raise _method_not_found(method, version)
         codec = CODECS[version]
-        call = Call(id_, method, params, caller(request), codec, base_url(request))
+        call = Call(
+            id_,
+            method,
+            params,
+            caller(request),
+            codec,
+            base_url(request),
+            requested_extensions(request),
+        )
         result = await run_in_threadpool(handler, services, call)
         if not has_id and isinstance(result, Waiting):
             # Nothing to keep alive (204 has no body): a blocking notification answers once
@@ -538,15 +555,20 @@ async def _endpoint(services: Services, request: Request) -> Response:
         def render(event: StreamResponse) -> dict[str, Any]:
             return stream_frame(id_, codec, event)
 
-        return sse_response(event_frames(service, result.start, render))
+        return echo_extensions(
+            sse_response(event_frames(service, result.start, render)),
+            result.extensions,
+            version,
+        )
     if isinstance(result, Waiting):
         # A failure during the wait is still an error object with the request's id (after
         # keep-alive bytes as before them: JSON-RPC answers are HTTP 200 either way).
-        return await send_response(
+        response = await send_response(
             service,
             result.accepted,
             lambda answer: _reply(id_, result=codec.send_result(answer)),
             lambda exc: _reply(id_, error=exc, codec=codec),
             media_type="application/json",
         )
+        return echo_extensions(response, result.extensions, version)
     return _reply(id_, result=result)

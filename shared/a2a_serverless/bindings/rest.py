@@ -23,9 +23,11 @@ from a2a_serverless.bindings.http import (
     base_url,
     caller,
     challenge_headers,
+    echo_extensions,
     negotiated_version,
     principal,
     read_json_body,
+    requested_extensions,
     response_media_type,
 )
 from a2a_serverless.bindings.keepalive import send_response
@@ -213,16 +215,20 @@ def send_router(service: A2AService) -> APIRouter:
         send_request = await _send_request(request)
         # Refusals raise here, before any wait: their status and body are the usual ones.
         who = caller(request)
-        accepted = await run_in_threadpool(service.accept_message, who.principal, send_request, who)
+        activated = service.activate_extensions(requested_extensions(request))
+        accepted = await run_in_threadpool(
+            service.accept_message, who.principal, send_request, who, activated
+        )
         # A failure during a wait that already sent keep-alive bytes can no longer change the
         # status: the google.rpc.Status body then comes with HTTP 200 (bindings/keepalive.py).
-        return await send_response(
+        response = await send_response(
             service,
             accepted,
             lambda result: render(request, result),
             lambda exc: error_response(request, exc),
             media_type=response_media_type(request),
         )
+        return echo_extensions(response, activated)
 
     return router
 
@@ -238,10 +244,13 @@ def stream_router(service: A2AService) -> APIRouter:
     async def send_streaming_message(request: Request) -> Response:
         send_request = await _send_request(request)
         who = caller(request)
+        activated = service.activate_extensions(requested_extensions(request))
         start = await run_in_threadpool(
-            service.open_message_stream, who.principal, send_request, who
+            service.open_message_stream, who.principal, send_request, who, activated
         )
-        return sse_response(event_frames(service, start, _stream_payload))
+        return echo_extensions(
+            sse_response(event_frames(service, start, _stream_payload)), activated
+        )
 
     return router
 

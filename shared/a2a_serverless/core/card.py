@@ -15,6 +15,7 @@ from a2a_serverless.core.errors import AuthenticationRequiredError, UnsupportedO
 from a2a_serverless.models import (
     AgentCapabilities,
     AgentCard,
+    AgentExtension,
     AgentInterface,
     AgentProvider,
     AgentSkill,
@@ -45,6 +46,11 @@ class AgentProfile(Protocol):
 def extended_skills_of(agent: AgentProfile) -> list[AgentSkill]:
     """Skills the agent shows only to authenticated callers (a flow's `extended_skills`)."""
     return list(getattr(agent, "extended_skills", None) or ())
+
+
+def extensions_of(agent: AgentProfile) -> list[AgentExtension]:
+    """Extensions the agent supports (a flow's `extensions`)."""
+    return list(getattr(agent, "extensions", None) or ())
 
 
 def security_of(settings: Settings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -157,6 +163,7 @@ class CardFactory:
             capabilities=AgentCapabilities(
                 streaming=True,
                 push_notifications=settings.push_notifications,
+                extensions=extensions_of(self.agent) or None,
                 extended_agent_card=self.offers_extended_card,
             ),
             security_schemes=schemes or None,

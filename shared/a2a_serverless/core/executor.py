@@ -4,10 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from a2a_serverless.models import Caller
 from a2a_serverless.observability import annotate
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What a turn's flow steps are told about the send that started it: who sent it, and
+    the extensions it activated. Travels in the execution's input (never a credential)."""
+
+    caller: Caller
+    extensions: tuple[str, ...] = ()
+
+    def wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"caller": self.caller.wire()}
+        if self.extensions:
+            out["extensions"] = list(self.extensions)
+        return out
 
 
 def execution_name(task_id: str, turn: int) -> str:
@@ -16,7 +32,7 @@ def execution_name(task_id: str, turn: int) -> str:
 
 
 class Executor(Protocol):
-    def start(self, task_id: str, turn: int, caller: Caller | None = None) -> str: ...
+    def start(self, task_id: str, turn: int, context: TurnContext | None = None) -> str: ...
 
     def stop(self, name: str, cause: str) -> None: ...
 
@@ -30,13 +46,13 @@ class StepFunctionsExecutor:
         # arn:aws:states:r:a:stateMachine:SM  ->  arn:aws:states:r:a:execution:SM:name
         return self._arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
 
-    def start(self, task_id: str, turn: int, caller: Caller | None = None) -> str:
-        """Start the turn's execution; its input carries who sent the turn's message (the
-        flow's steps see it: principal, claims, scopes — never a credential)."""
+    def start(self, task_id: str, turn: int, context: TurnContext | None = None) -> str:
+        """Start the turn's execution; its input carries the turn's context (the flow's steps
+        see it: the caller's principal, claims and scopes, the activated extensions)."""
         name = execution_name(task_id, turn)
         payload: dict[str, Any] = {"taskId": task_id, "turn": turn, "step": 0}
-        if caller is not None:
-            payload["caller"] = caller.wire()
+        if context is not None:
+            payload.update(context.wire())
         annotate(task_id=task_id, turn=turn)  # the request's later log lines name the task
         try:
             self._sfn.start_execution(

@@ -12,16 +12,18 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from a2a_serverless.core.errors import (
     ContentTypeNotSupportedError,
+    ExtensionSupportRequiredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     UnsupportedOperationError,
     invalid_field,
 )
-from a2a_serverless.core.executor import Executor, execution_name
+from a2a_serverless.core.executor import Executor, TurnContext, execution_name
 from a2a_serverless.core.push import PushService
 from a2a_serverless.core.query import (
     StreamStart,
@@ -35,6 +37,7 @@ from a2a_serverless.core.tasklog import StateMoved, status_event, transition
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
+    AgentExtension,
     Caller,
     Message,
     Role,
@@ -65,10 +68,26 @@ class WaitPolicy:
 
 @dataclass
 class ModePolicy:
-    """Media types the flow accepts and produces (from the flow / Agent Card)."""
+    """What the flow declares on the Agent Card: media types it accepts and produces, and
+    the extensions it supports (spec §4.6)."""
 
     input_modes: list[str] = field(default_factory=lambda: ["text/plain"])
     output_modes: list[str] = field(default_factory=lambda: ["text/plain"])
+    extensions: list[AgentExtension] = field(default_factory=list)
+
+    def activate(self, requested: Sequence[str]) -> list[str]:
+        """The extensions a send uses: those the client asked for (A2A-Extensions) that the
+        flow supports, in the card's order; others are ignored (§4.6.3). A required extension
+        the client did not ask for refuses the send."""
+        asked = set(requested)
+        missing = [e.uri for e in self.extensions if e.required and e.uri not in asked]
+        if missing:
+            raise ExtensionSupportRequiredError(
+                f"This agent requires the extension(s) {', '.join(missing)}: declare them in "
+                "the A2A-Extensions header",
+                extensions=",".join(missing),
+            )
+        return [e.uri for e in self.extensions if e.uri in asked]
 
 
 def _media_match(offered: str, accepted: str) -> bool:
@@ -126,10 +145,14 @@ class MessageSender:
     # -- SendMessage -----------------------------------------------------------------------
 
     def send_message(
-        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+        self,
+        owner: str,
+        request: SendMessageRequest,
+        caller: Caller | None = None,
+        extensions: Sequence[str] = (),
     ) -> SendMessageResponse:
         """Accept the message, wait (unless told not to) and answer with the task."""
-        accepted = self.accept_message(owner, request, caller)
+        accepted = self.accept_message(owner, request, caller, extensions)
         if accepted.blocking:
             wait = self.settle_wait(accepted)
             while not wait.step():
@@ -137,7 +160,11 @@ class MessageSender:
         return self.answer(accepted)
 
     def accept_message(
-        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+        self,
+        owner: str,
+        request: SendMessageRequest,
+        caller: Caller | None = None,
+        extensions: Sequence[str] = (),
     ) -> AcceptedSend:
         """SendMessage up to its wait: validate, create or continue the task, start the turn.
 
@@ -145,7 +172,7 @@ class MessageSender:
         `settle_wait` (as it likes: blocking, or awaiting between reads) and calls `answer`.
         """
         config = request.configuration or SendMessageConfiguration()
-        admitted = self.admit(owner, request, caller)
+        admitted = self.admit(owner, request, caller, extensions)
         blocking = not config.return_immediately
         if not blocking and admitted.created is not None:
             # Everything the answer holds was just written: no need to read it back.
@@ -176,14 +203,18 @@ class MessageSender:
     # -- SendStreamingMessage --------------------------------------------------------------
 
     def open_message_stream(
-        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+        self,
+        owner: str,
+        request: SendMessageRequest,
+        caller: Caller | None = None,
+        extensions: Sequence[str] = (),
     ) -> StreamStart:
         """Accept a message like SendMessage (never blocking) and say where its stream starts.
 
         The first event is the task as of seq S; the stream continues with the log after S.
         """
         config = request.configuration or SendMessageConfiguration()
-        admitted = self.admit(owner, request, caller)
+        admitted = self.admit(owner, request, caller, extensions)
         if admitted.created is not None:
             return StreamStart(
                 StreamResponse(task=admitted.created), admitted.task_id, admitted.seq, open=True
@@ -193,19 +224,25 @@ class MessageSender:
     # -- the shared opening steps ----------------------------------------------------------
 
     def admit(
-        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+        self,
+        owner: str,
+        request: SendMessageRequest,
+        caller: Caller | None = None,
+        extensions: Sequence[str] = (),
     ) -> Admitted:
         """Validate the message, then create a task for it or continue the one it names.
-        `caller` (default: the owner, anonymous) is what the turn's flow steps see."""
+        `caller` (default: the owner, anonymous) and the activated `extensions` (see
+        `ModePolicy.activate`) are what the turn's flow steps see."""
         who = caller if caller is not None and caller.principal == owner else Caller(owner)
+        turn = TurnContext(who, tuple(extensions))
         message = request.message
         config = request.configuration or SendMessageConfiguration()
         check_owner_size(owner)
         self._validate(message, config)
         dedupe = Dedupe(owner, message.message_id, content_hash(message))
         if message.task_id:
-            return self._continue_task(owner, message, dedupe, config, who)
-        return self._create_task(owner, message, dedupe, request, config, who)
+            return self._continue_task(owner, message, dedupe, config, turn)
+        return self._create_task(owner, message, dedupe, request, config, turn)
 
     def _validate(self, message: Message, config: SendMessageConfiguration) -> None:
         # Every field violation at once (the spec's example lists several), then the rest.
@@ -259,7 +296,7 @@ class MessageSender:
         dedupe: Dedupe,
         request: SendMessageRequest,
         config: SendMessageConfiguration,
-        caller: Caller,
+        turn: TurnContext,
     ) -> Admitted:
         task_id = str(uuid.uuid4())
         context_id = message.context_id or str(uuid.uuid4())
@@ -290,7 +327,7 @@ class MessageSender:
                 return retry
             # Same messageId, different content: a new message, processed normally.
             self.store.create_task(record, stored, status_event(record, status), None, push_config)
-        self._start(record, 1, caller)
+        self._start(record, 1, turn)
         history = [stored] if config.history_length != 0 else None
         return Admitted(task_id, 1, created=build_task(record, history=history))
 
@@ -315,7 +352,7 @@ class MessageSender:
         message: Message,
         dedupe: Dedupe,
         config: SendMessageConfiguration,
-        caller: Caller,
+        context: TurnContext,
     ) -> Admitted:
         record = self.queries.load(owner, message.task_id or "")
         if message.context_id and message.context_id != record.context_id:
@@ -349,7 +386,7 @@ class MessageSender:
             fresh = moved.record or record
             seq = self._next_turn(fresh, stored, None, push_config)
             turn = fresh.turn + 1
-        self._start(record, turn, caller)
+        self._start(record, turn, context)
         return Admitted(record.task_id, seq)
 
     def _next_turn(
@@ -373,9 +410,9 @@ class MessageSender:
         )
         return seq
 
-    def _start(self, record: TaskRecord, turn: int, caller: Caller) -> None:
+    def _start(self, record: TaskRecord, turn: int, context: TurnContext) -> None:
         try:
-            self.executor.start(record.task_id, turn, caller)
+            self.executor.start(record.task_id, turn, context)
         except Exception:
             # The turn cannot run: end the task failed rather than leave it submitted.
             fresh = self.store.get_record(record.task_id)

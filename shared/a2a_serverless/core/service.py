@@ -4,6 +4,8 @@ calls and errors back out."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from a2a_serverless.core.executor import Executor
 from a2a_serverless.core.push import PushService
 from a2a_serverless.core.query import StreamStart, TaskQueries
@@ -51,15 +53,27 @@ class A2AService:
 
     # -- SEND --------------------------------------------------------------------------------
 
+    def activate_extensions(self, requested: Sequence[str]) -> list[str]:
+        """The extensions a send will use (raises when a required one was not requested)."""
+        return self.modes.activate(requested)
+
     def send_message(
-        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+        self,
+        owner: str,
+        request: SendMessageRequest,
+        caller: Caller | None = None,
+        extensions: Sequence[str] = (),
     ) -> SendMessageResponse:
-        return self.sender.send_message(owner, request, caller)
+        return self.sender.send_message(owner, request, caller, extensions)
 
     def accept_message(
-        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+        self,
+        owner: str,
+        request: SendMessageRequest,
+        caller: Caller | None = None,
+        extensions: Sequence[str] = (),
     ) -> AcceptedSend:
-        return self.sender.accept_message(owner, request, caller)
+        return self.sender.accept_message(owner, request, caller, extensions)
 
     def settle_wait(self, accepted: AcceptedSend) -> SettleWait:
         return self.sender.settle_wait(accepted)
@@ -68,9 +82,13 @@ class A2AService:
         return self.sender.answer(accepted)
 
     def open_message_stream(
-        self, owner: str, request: SendMessageRequest, caller: Caller | None = None
+        self,
+        owner: str,
+        request: SendMessageRequest,
+        caller: Caller | None = None,
+        extensions: Sequence[str] = (),
     ) -> StreamStart:
-        return self.sender.open_message_stream(owner, request, caller)
+        return self.sender.open_message_stream(owner, request, caller, extensions)
 
     # -- QUERY -------------------------------------------------------------------------------
 

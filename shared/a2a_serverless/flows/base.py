@@ -29,7 +29,15 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 # agent_message lives in models (core needs it too); re-exported here for flow authors.
-from a2a_serverless.models import AgentSkill, Caller, Message, Part, TaskState, agent_message
+from a2a_serverless.models import (
+    AgentExtension,
+    AgentSkill,
+    Caller,
+    Message,
+    Part,
+    TaskState,
+    agent_message,
+)
 
 
 class FlowCanceled(Exception):
@@ -107,6 +115,7 @@ class ArtifactChunk:
     append: bool = False
     last_chunk: bool = False
     metadata: dict[str, Any] | None = None
+    extensions: list[str] | None = None  # URIs of extensions whose data the artifact carries
 
 
 class Emitter(Protocol):
@@ -134,6 +143,9 @@ class StepContext:
     # scopes its credential carried (a JWT's, an IAM caller's account) — authorize per skill
     # with them, or answer `auth_required`.
     caller: Caller = field(default_factory=lambda: Caller("anonymous"))
+    # The extensions this turn's send activated: ones the client asked for in A2A-Extensions
+    # that the flow declares in `extensions` (spec §4.6).
+    extensions: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -154,11 +166,15 @@ class StepContext:
         append: bool = False,
         last_chunk: bool = False,
         metadata: dict[str, Any] | None = None,
+        extensions: list[str] | None = None,
     ) -> None:
-        """An artifact, or one chunk of it (`append=True` adds to earlier chunks)."""
+        """An artifact, or one chunk of it (`append=True` adds to earlier chunks);
+        `extensions` names the extensions whose data its metadata carries."""
         parts = [Part(text=content)] if isinstance(content, str) else content
         self.emitter.artifact(
-            ArtifactChunk(parts, artifact_id, name, description, append, last_chunk, metadata)
+            ArtifactChunk(
+                parts, artifact_id, name, description, append, last_chunk, metadata, extensions
+            )
         )
 
 
@@ -171,6 +187,9 @@ class Flow:
     # Skills listed only on the extended Agent Card (GetExtendedAgentCard), which callers get
     # once authenticated; a stack with Auth=None has no extended card.
     extended_skills: list[AgentSkill] = []
+    # Extensions the flow supports (the card's capabilities.extensions); a client opts in with
+    # the A2A-Extensions header and the step sees the activated ones in `ctx.extensions`.
+    extensions: list[AgentExtension] = []
     input_modes: list[str] = ["text/plain"]
     output_modes: list[str] = ["text/plain"]
 

@@ -9,6 +9,8 @@ Directives (anywhere in the message text):
   [slow=S]     spread the reply over S seconds (so it can be watched or canceled)
   [steps=N]    produce the reply over N Step Functions steps, one chunk per step
   [whoami]     reply with the caller's principal and how it signed in (an extended-card skill)
+With the extension UPPERCASE_EXTENSION activated (the client sends it in A2A-Extensions), the
+reply is upper-cased and its artifact names the extension.
 Otherwise the reply is "Echo: <text>", streamed as several chunks of one artifact.
 """
 
@@ -18,8 +20,9 @@ import re
 import time
 
 from a2a_serverless.flows.base import Flow, Outcome, StepContext
-from a2a_serverless.models import AgentSkill
+from a2a_serverless.models import AgentExtension, AgentSkill
 
+UPPERCASE_EXTENSION = "urn:a2a-serverless:echo:uppercase:v1"
 _SLOW = re.compile(r"\[slow=(\d+(?:\.\d+)?)\]")
 _STEPS = re.compile(r"\[steps=(\d+)\]")
 MAX_SLOW_SECONDS = 600.0
@@ -66,6 +69,13 @@ class EchoFlow(Flow):
             examples=["[whoami]"],
         )
     ]
+    extensions = [
+        AgentExtension(
+            uri=UPPERCASE_EXTENSION,
+            description="Replies in upper case (send this URI in the A2A-Extensions header).",
+            required=False,
+        )
+    ]
     input_modes = ["text/plain", "application/json"]
     output_modes = ["text/plain"]
 
@@ -110,6 +120,9 @@ class EchoFlow(Flow):
         slow = _SLOW.search(text)
         delay_total = min(MAX_SLOW_SECONDS, float(slow.group(1))) if slow else 0.0
         reply = f"Echo: {text}"
+        upper = UPPERCASE_EXTENSION in ctx.extensions
+        if upper:
+            reply = reply.upper()
         # Slow replies send about two chunks a second, so watchers see them arrive.
         pieces = _slices(reply, max(4, int(delay_total * 2))) if slow else _chunks(reply, 4)
         for index, piece in enumerate(pieces):
@@ -121,6 +134,7 @@ class EchoFlow(Flow):
                 name="echo",
                 append=index > 0,
                 last_chunk=index == len(pieces) - 1,
+                extensions=[UPPERCASE_EXTENSION] if upper else None,
             )
         return Outcome.completed()
 

@@ -92,6 +92,7 @@ class LogEmitter:
                 description=chunk.description,
                 parts=piece,
                 metadata=chunk.metadata,
+                extensions=chunk.extensions,
             )
             self._append(
                 StreamResponse(

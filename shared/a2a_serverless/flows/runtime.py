@@ -1,6 +1,6 @@
 """Runs one flow step for the state machine (FlowWorkerFunction).
 
-Input  {"taskId", "turn", "step", "caller"?}       -> {"taskId", "turn", "step", "caller"?, "continue"}
+Input  {"taskId", "turn", "step", "caller"?, "extensions"?} -> the same with "continue"
 Input  {"action": "fail", "taskId", "turn", "error"} marks the turn failed (the Catch path).
 """
 
@@ -16,8 +16,8 @@ from a2a_serverless.flows.base import Flow, FlowCanceled, Outcome, OutcomeKind, 
 from a2a_serverless.flows.emitter import LogEmitter
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
-    Caller,
     TERMINAL_STATES,
+    Caller,
     Message,
     Role,
     TaskState,
@@ -42,6 +42,7 @@ class _Step:
     turn: int
     step: int
     caller: dict[str, Any] | None = None  # who sent the turn's message (Caller.wire())
+    extensions: tuple[str, ...] = ()  # the extensions the turn's send activated
 
     def answer(self, go_on: bool = False) -> dict[str, Any]:
         """The state machine's input for its next choice (another step, or the end)."""
@@ -54,6 +55,8 @@ class _Step:
         }
         if self.caller is not None:
             answer["caller"] = self.caller
+        if self.extensions:
+            answer["extensions"] = list(self.extensions)
         return answer
 
 
@@ -97,11 +100,13 @@ class FlowWorker:
         if event.get("action") == "fail":
             return self.fail(event)
         caller = event.get("caller")
+        extensions = event.get("extensions")
         step = _Step(
             str(event["taskId"]),
             int(event["turn"]),
             int(event.get("step", 0)),
             caller if isinstance(caller, dict) else None,
+            tuple(str(e) for e in extensions) if isinstance(extensions, list) else (),
         )
         annotate(task_id=step.task_id, turn=step.turn, step=step.step)
         turn = self.begin(step)
@@ -156,6 +161,7 @@ class FlowWorker:
             emitter=turn.emitter,
             metadata=dict(record.metadata or {}),
             caller=_caller_of(step, record),
+            extensions=list(step.extensions),
         )
 
     def finish(

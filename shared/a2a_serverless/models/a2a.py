@@ -33,6 +33,7 @@ __all__ = [
     "TERMINAL_STATES",
     "A2AModel",
     "AgentCapabilities",
+    "AgentExtension",
     "AgentCard",
     "AgentInterface",
     "AgentProvider",
