@@ -86,6 +86,11 @@ class Settings(BaseSettings):
     anonymous_principal: str = Field(
         "anonymous", description="Owner of tasks when no authenticated principal is present."
     )
+    streaming: bool = Field(
+        True,
+        description="Offer streaming (SendStreamingMessage, SubscribeToTask); false: the card "
+        "says streaming: false and those methods answer UnsupportedOperationError.",
+    )
     push_notifications: bool = Field(
         True, description="Offer push notifications (webhooks); false: capability errors."
     )

@@ -161,7 +161,7 @@ class CardFactory:
             version=settings.agent_version,
             documentation_url=settings.agent_documentation_url or None,
             capabilities=AgentCapabilities(
-                streaming=True,
+                streaming=settings.streaming,
                 push_notifications=settings.push_notifications,
                 extensions=extensions_of(self.agent) or None,
                 extended_agent_card=self.offers_extended_card,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from a2a_serverless.core.errors import UnsupportedOperationError
 from a2a_serverless.core.executor import Executor
 from a2a_serverless.core.push import PushService
 from a2a_serverless.core.query import StreamStart, TaskQueries
@@ -42,8 +43,11 @@ class A2AService:
         modes: ModePolicy | None = None,
         wait: WaitPolicy | None = None,
         push: PushService | None = None,
+        streaming: bool = True,
     ) -> None:
         self.store = store
+        # Off (the Streaming parameter): the card says so and the stream methods refuse.
+        self.streaming = streaming
         self.executor = executor
         self.modes = modes or ModePolicy()
         self.wait = wait or WaitPolicy()
@@ -88,6 +92,7 @@ class A2AService:
         caller: Caller | None = None,
         extensions: Sequence[str] = (),
     ) -> StreamStart:
+        self._require_streaming("SendStreamingMessage")
         return self.sender.open_message_stream(owner, request, caller, extensions)
 
     # -- QUERY -------------------------------------------------------------------------------
@@ -102,7 +107,15 @@ class A2AService:
         return self.queries.cancel_task(owner, task_id)
 
     def subscribe(self, owner: str, task_id: str) -> StreamStart:
+        self._require_streaming("SubscribeToTask")
         return self.queries.subscribe(owner, task_id)
+
+    def _require_streaming(self, operation: str) -> None:
+        if not self.streaming:
+            raise UnsupportedOperationError(
+                f"{operation} is not supported: this agent does not stream "
+                "(capabilities.streaming is false)"
+            )
 
     def tail(self, start: StreamStart) -> LogTail:
         return self.queries.tail(start)
