@@ -210,6 +210,27 @@ def split_sse(body: bytes | str, *, complete: bool) -> list[SseFrame]:
     return [parse_sse_block(block) for block in sse_blocks(body, complete=complete)]
 
 
+_INTERRUPTED_ANY = {
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_AUTH_REQUIRED",
+    "input-required",
+    "auth-required",
+}
+
+
+def _stream_end(state: str | None, awaiting_work: bool) -> tuple[bool, bool]:
+    """(closes here, still awaiting work) for an event of `state` (either spelling): a
+    terminal status closes; an interrupted one closes unless the stream is a subscription
+    opened at an interruption and no new work has started since (§7.6.1)."""
+    if state is None:
+        return False, awaiting_work
+    if state in _INTERRUPTED_ANY:
+        return not awaiting_work, awaiting_work
+    if state in SETTLED_STATES or state in V03_SETTLED_STATES:
+        return True, awaiting_work
+    return False, False
+
+
 def check_sse_frames(
     body: bytes | str, *, complete: bool, method: str = "POST", path: str = ""
 ) -> list[SseFrame]:
@@ -238,7 +259,9 @@ def check_sse_frames(
         return frames
     assert first.payload is not None
     task = first.payload["task"]
-    settled = first.state in SETTLED_STATES
+    # A subscription opened at an interruption follows the turn the reply starts.
+    awaiting = path.endswith(":subscribe") and first.state in _INTERRUPTED_ANY
+    settled = first.state in SETTLED_STATES and not awaiting
     for frame in events[1:]:
         assert not settled, f"event after the stream should have closed: {frame.line}"
         assert frame.kind in ("statusUpdate", "artifactUpdate"), f"after the Task: {frame.line}"
@@ -247,7 +270,7 @@ def check_sse_frames(
         assert (update["taskId"], update["contextId"]) == (task["id"], task["contextId"]), (
             frame.line
         )
-        settled = frame.state in SETTLED_STATES
+        settled, awaiting = _stream_end(frame.state, awaiting)
     return frames
 
 
@@ -606,10 +629,14 @@ def check_jsonrpc_sse(
     if first.kind == "message":
         assert len(events) == 1, "a Message-only stream carries exactly one event"
         return items
-    settled = first.settled
+    awaiting = (
+        request.method in ("SubscribeToTask", "tasks/resubscribe")
+        and first.state in _INTERRUPTED_ANY
+    )
+    settled = first.settled and not awaiting
     for event in events[1:]:
         assert not settled, f"event after the stream should have closed: {event.line}"
         assert event.kind in ("status", "artifact"), f"after the Task: {event.line}"
         assert (event.task_id, event.context_id) == (first.task_id, first.context_id), event.line
-        settled = event.settled
+        settled, awaiting = _stream_end(event.state, awaiting)
     return items

@@ -359,16 +359,49 @@ async def test_message_stream_ends_with_the_failure(
     assert "artifactUpdate" not in kinds(events)
 
 
-async def test_subscribe_to_an_interrupted_task_is_its_snapshot_only(
+async def test_subscribe_to_an_interrupted_task_follows_the_turn_its_reply_starts(
+    client: httpx.AsyncClient,
+) -> None:
+    """§7.6.1: a subscription stays open across the interruption (heartbeats while the task
+    waits) and closes at the next terminal or interrupted status after new work began."""
+    response = await client.post("/message:send", json=message_body("ask me [input]"))
+    paused = response.json()["task"]
+    assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    path = f"/tasks/{paused['id']}:subscribe"
+    watching = asyncio.create_task(collect(client, path, timeout=30))
+    await asyncio.sleep(1.5)
+    assert not watching.done(), "the subscription closed at the interruption"
+    reply = await client.post(
+        "/message:send", json=message_body("here you go", taskId=paused["id"])
+    )
+    assert reply.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    events = payloads(await watching)
+    assert kinds(events)[0] == "task"
+    assert events[0]["task"]["id"] == paused["id"]
+    assert events[0]["task"]["status"] == paused["status"]
+    states = [state_of(e) for e in events[1:] if "statusUpdate" in e]
+    assert states[-1] == "TASK_STATE_COMPLETED", states
+    assert "TASK_STATE_INPUT_REQUIRED" not in states  # the old interruption is not replayed
+    assert "TASK_STATE_WORKING" in states
+    assert "Echo: ask me [input] + here you go" in "".join(
+        p.get("text", "")
+        for e in events
+        if "artifactUpdate" in e
+        for p in e["artifactUpdate"]["artifact"]["parts"]
+    )
+
+
+async def test_subscribe_to_an_interrupted_task_closes_when_it_is_canceled(
     client: httpx.AsyncClient,
 ) -> None:
     response = await client.post("/message:send", json=message_body("ask me [input]"))
     paused = response.json()["task"]
-    assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    events = payloads(await collect(client, f"/tasks/{paused['id']}:subscribe", timeout=5))
-    assert kinds(events) == ["task"]
-    assert events[0]["task"]["id"] == paused["id"]
-    assert events[0]["task"]["status"] == paused["status"]
+    watching = asyncio.create_task(collect(client, f"/tasks/{paused['id']}:subscribe", timeout=20))
+    await asyncio.sleep(1.0)
+    canceled = await client.post(f"/tasks/{paused['id']}:cancel")
+    assert canceled.json()["status"]["state"] == "TASK_STATE_CANCELED"
+    events = payloads(await watching)
+    assert [state_of(e) for e in events[1:] if "statusUpdate" in e] == ["TASK_STATE_CANCELED"]
 
 
 # -- a2a-sdk streaming client ------------------------------------------------------------------

@@ -94,8 +94,13 @@ def test_snapshot_of_a_live_task_is_tailed_a_settled_one_is_not(setup: Setup) ->
     start = setup.queries.snapshot_start("alice", "t1", None)
     assert start.open and start.after_seq == 1
     assert start.first.task is not None and start.first.task.history is not None
-    transition(setup.store, record, TaskState.INPUT_REQUIRED)
-    assert not setup.queries.subscribe("alice", "t1").open
+    record, _ = transition(setup.store, record, TaskState.INPUT_REQUIRED)
+    # A subscription to an interrupted task stays open for the turn the reply starts; a
+    # stream of the send that reached the interruption does not.
+    subscribed = setup.queries.subscribe("alice", "t1")
+    assert subscribed.open and subscribed.resume
+    streamed = setup.queries.snapshot_start("alice", "t1", None)
+    assert not streamed.open and not streamed.resume
 
 
 def test_subscribing_to_a_finished_task_is_refused(setup: Setup) -> None:

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 
 from a2a_serverless.core.service import A2AService, StreamStart
-from a2a_serverless.core.tail import settles
+from a2a_serverless.core.tail import StreamEnd
 from a2a_serverless.models import StreamResponse
 from a2a_serverless.observability import Metric, annotate, emit
 
@@ -28,7 +28,8 @@ async def event_frames(
     start: StreamStart,
     render: Callable[[StreamResponse], dict[str, Any]],
 ) -> AsyncIterator[bytes]:
-    """The first event, then the log after it, until a terminal or interrupted status.
+    """The first event, then the log after it, until a terminal or interrupted status
+    (`StreamEnd`: a subscription opened at an interruption watches the next turn too).
 
     Quiet periods get heartbeat comments (API Gateway drops idle streams after 5 minutes);
     the stream ends cleanly after `stream_max_seconds`, before the function's timeout, so
@@ -45,6 +46,7 @@ async def event_frames(
         if not start.open:
             return
         tail = service.tail(start)
+        end = StreamEnd(awaiting_work=start.resume)
         policy = service.wait
         deadline = time.monotonic() + policy.stream_max_seconds
         last_sent = time.monotonic()
@@ -52,7 +54,7 @@ async def event_frames(
             events = await run_in_threadpool(tail.poll)
             for event in events:
                 yield frame(render(event))
-                if settles(event):
+                if end.reached(event):
                     return
             now = time.monotonic()
             if events:

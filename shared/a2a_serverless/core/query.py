@@ -4,7 +4,7 @@ stream (SubscribeToTask, or a streamed send) starts from. All scoped to the call
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from a2a_serverless.core.errors import (
     InvalidRequestError,
@@ -17,6 +17,7 @@ from a2a_serverless.core.executor import Executor
 from a2a_serverless.core.tail import SETTLED_STATES, LogTail, PollPolicy
 from a2a_serverless.core.tasklog import StateMoved, transition
 from a2a_serverless.models import (
+    INTERRUPTED_STATES,
     TERMINAL_STATES,
     Artifact,
     ListTasksRequest,
@@ -108,6 +109,8 @@ class StreamStart:
     task_id: str
     after_seq: int
     open: bool
+    # Opened on an interrupted task (SubscribeToTask): stay open through the next turn.
+    resume: bool = False
 
 
 class TaskQueries:
@@ -168,6 +171,9 @@ class TaskQueries:
                 "nothing to subscribe to. Use GetTask to read it.",
                 taskId=task_id,
             )
+        if task is not None and task.status.state in INTERRUPTED_STATES:
+            # Waiting for the client's reply: watch the turn that reply starts, too.
+            return replace(start, open=True, resume=True)
         return start
 
     def tail(self, start: StreamStart) -> LogTail:

@@ -29,6 +29,27 @@ def settles(event: StreamResponse) -> bool:
     return update is not None and update.status.state in SETTLED_STATES
 
 
+@dataclass
+class StreamEnd:
+    """Where a stream closes: at a terminal status, and at an interrupted one — except that a
+    subscription opened on an interrupted task stays open through the follow-up turn and
+    closes at the next terminal or interrupted status after new work began (§7.6.1)."""
+
+    awaiting_work: bool = False
+
+    def reached(self, event: StreamResponse) -> bool:
+        update = event.status_update
+        if update is None:
+            return False
+        state = update.status.state
+        if state in TERMINAL_STATES:
+            return True
+        if state in INTERRUPTED_STATES:
+            return not self.awaiting_work
+        self.awaiting_work = False  # the follow-up turn began
+        return False
+
+
 class LogTail:
     """Reads a task's events after `after_seq`, in order, each once."""
 
