@@ -1,4 +1,5 @@
-"""An in-memory TaskStore for unit tests: the four store interfaces on dicts.
+"""An in-memory TaskStore for unit tests: the four store interfaces on dicts (and an
+in-memory ApiKeyStore).
 
 Test code only (production has one store, DynamoDB). It keeps the semantics the contract tests
 (tests/contract/cases.py) pin for both: conditional writes raise ConflictError
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import dataclasses
 import json
 import threading
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from typing import Any
 
 from a2a_serverless import models
 from a2a_serverless.store import (
+    ApiKeyRecord,
     ConflictError,
     Dedupe,
     InvalidPageToken,
@@ -374,6 +377,40 @@ class InMemoryTaskStore:
         found = self.pushes.get((task_id, config_id))
         if found is not None:
             found.failures = 0
+
+
+class InMemoryApiKeyStore:
+    """ApiKeyStore in memory: records by key id (frozen dataclasses: reads cannot alter them)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.keys: dict[str, ApiKeyRecord] = {}
+
+    def put_api_key(self, record: ApiKeyRecord) -> None:
+        with self._lock:
+            if record.key_id in self.keys:
+                raise ConflictError(f"API key {record.key_id} exists", ("apiKey", "listing"))
+            self.keys[record.key_id] = record
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        return self.keys.get(key_id)
+
+    def revoke_api_key(self, key_id: str) -> bool:
+        with self._lock:
+            record = self.keys.get(key_id)
+            if record is None:
+                return False
+            if record.revoked_at is None:
+                now = models.format_timestamp(datetime.now(UTC))
+                self.keys[key_id] = dataclasses.replace(record, revoked_at=now)
+            return True
+
+    def list_api_keys(self, principal: str | None = None) -> list[ApiKeyRecord]:
+        return [
+            record
+            for _, record in sorted(self.keys.items())
+            if principal is None or record.principal == principal
+        ]
 
 
 def _orphan(task_id: str) -> TaskRecord:

@@ -16,7 +16,9 @@ from a2a_serverless.settings import Settings, get_settings
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
 
 if TYPE_CHECKING:
+    from a2a_serverless.core.auth import Authenticator
     from a2a_serverless.push.sender import WebhookSender
+    from a2a_serverless.store import ApiKeyStore
 
 
 def aws_client(service: str, settings: Settings) -> Any:
@@ -66,7 +68,11 @@ def get_service() -> A2AService:
         executor=StepFunctionsExecutor(
             aws_client("stepfunctions", settings), settings.state_machine_arn
         ),
-        modes=ModePolicy(input_modes=list(flow.input_modes), output_modes=list(flow.output_modes)),
+        modes=ModePolicy(
+            input_modes=list(flow.input_modes),
+            output_modes=list(flow.output_modes),
+            extensions=list(flow.extensions),
+        ),
         wait=WaitPolicy(
             max_wait_seconds=settings.blocking_max_wait_seconds,
             poll=PollPolicy(
@@ -76,6 +82,7 @@ def get_service() -> A2AService:
             heartbeat_seconds=settings.stream_heartbeat_seconds,
         ),
         push=get_push(),
+        streaming=settings.streaming,
     )
 
 
@@ -108,6 +115,21 @@ def get_card_factory() -> CardFactory:
     return CardFactory(get_settings(), get_flow())
 
 
+def get_api_key_store() -> ApiKeyStore:
+    """The API keys live in the task table (store/dynamodb/api_keys.py)."""
+    return get_store()
+
+
+@lru_cache(maxsize=1)
+def get_authenticator() -> Authenticator | None:
+    """The authorizer's authenticator for AUTH_MODE (None: Iam or None, no authorizer).
+    Cached: the JWKS cache lives as long as the function's environment."""
+    # Imported here: only the authorizer needs httpx and joserfc (cold start of the others).
+    from a2a_serverless.core.auth import authenticator_for
+
+    return authenticator_for(get_settings(), get_api_key_store())
+
+
 def reset() -> None:
     """Forget cached objects (tests and the local stack change settings between runs)."""
     get_settings.cache_clear()
@@ -118,5 +140,6 @@ def reset() -> None:
         get_service,
         get_card_factory,
         get_webhook_sender,
+        get_authenticator,
     ):
         cached.cache_clear()

@@ -1,12 +1,14 @@
 """The store contract: what every TaskStore (tests/fakes.py and the DynamoDB one) must do.
 
-Test functions over a `store` fixture, imported by tests/unit/test_store_contract.py (the fake,
-unit speed) and tests/integration/test_store_contract.py (DynamoDB on the template's table in
-moto). Every test uses fresh ids, so one table can serve a whole module.
+Test functions over a `store` fixture (and `api_key_store` for the ApiKeyStore), imported by
+tests/unit/test_store_contract.py (the fakes, unit speed) and
+tests/integration/test_store_contract.py (DynamoDB on the template's table in moto). Every test
+uses fresh ids, so one table can serve a whole module.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,6 +27,8 @@ from a2a_serverless.models import (
     TaskStatusUpdateEvent,
 )
 from a2a_serverless.store import (
+    ApiKeyRecord,
+    ApiKeyStore,
     ConflictError,
     Dedupe,
     InvalidPageToken,
@@ -497,3 +501,74 @@ def test_ids_longer_than_a_key_can_hold_name_nothing(store: TaskStore) -> None:
     assert store.queue_behind(task_id, huge_config, 1) is False
     assert store.find_dedupe("o" * 3000, "m") is None
     assert [c.id for c, _ in store.list_push_configs(task_id)] == ["c"]
+
+
+# -- API keys (ApiKeyStore; fixture `api_key_store`) -----------------------------------------
+
+
+def key_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def api_key(principal: str, **fields: Any) -> ApiKeyRecord:
+    values: dict[str, Any] = {
+        "key_id": key_id(),
+        "principal": principal,
+        "secret_hash": uuid.uuid4().hex * 2,
+        "usage_key_id": uid("uk"),
+        "usage_key": uuid.uuid4().hex + "abcdefgh",
+        "description": "ci key",
+        "created_at": "2026-01-01T00:00:00.000Z",
+    }
+    return ApiKeyRecord(**{**values, **fields})
+
+
+def test_api_key_round_trips_and_unknown_is_none(api_key_store: ApiKeyStore) -> None:
+    record = api_key(uid("owner"), description="déjà #%")
+    api_key_store.put_api_key(record)
+    assert api_key_store.get_api_key(record.key_id) == record
+    assert api_key_store.get_api_key(key_id()) is None
+
+
+def test_api_key_put_never_overwrites(api_key_store: ApiKeyStore) -> None:
+    record = api_key(uid("owner"))
+    api_key_store.put_api_key(record)
+    api_key_store.revoke_api_key(record.key_id)
+    revoked = api_key_store.get_api_key(record.key_id)
+    with pytest.raises(ConflictError):
+        api_key_store.put_api_key(api_key(uid("thief"), key_id=record.key_id))
+    assert api_key_store.get_api_key(record.key_id) == revoked  # still revoked, same owner
+
+
+def test_api_key_revoke_is_idempotent(api_key_store: ApiKeyStore) -> None:
+    record = api_key(uid("owner"))
+    api_key_store.put_api_key(record)
+    assert api_key_store.revoke_api_key(record.key_id) is True
+    first = api_key_store.get_api_key(record.key_id)
+    assert first is not None and first.revoked and first.revoked_at
+    assert dataclasses.replace(first, revoked_at=None) == record  # nothing else changed
+    assert api_key_store.revoke_api_key(record.key_id) is True
+    assert api_key_store.get_api_key(record.key_id) == first  # first revocation time kept
+    assert api_key_store.revoke_api_key(key_id()) is False
+    listed = api_key_store.list_api_keys(record.principal)
+    assert [k.revoked_at for k in listed] == [first.revoked_at]
+
+
+def test_api_keys_list_by_exact_principal(api_key_store: ApiKeyStore) -> None:
+    owner = uid("alice")
+    mine = [api_key(owner) for _ in range(3)]
+    others = [api_key(owner + "2"), api_key(owner[:-1]), api_key(uid("bob"))]
+    for record in [*mine, *others]:
+        api_key_store.put_api_key(record)
+    api_key_store.revoke_api_key(mine[0].key_id)
+    listed = api_key_store.list_api_keys(owner)
+    assert [k.key_id for k in listed] == sorted(k.key_id for k in mine)  # revoked ones too
+    assert all(k.principal == owner for k in listed)
+    everyone = {k.key_id for k in api_key_store.list_api_keys()}
+    assert {k.key_id for k in [*mine, *others]} <= everyone
+    assert api_key_store.list_api_keys(uid("nobody")) == []
+
+
+def test_api_key_ids_no_key_can_hold_name_nothing(api_key_store: ApiKeyStore) -> None:
+    assert api_key_store.get_api_key("k" * 3000) is None
+    assert api_key_store.revoke_api_key("😀" * 600) is False

@@ -22,3 +22,9 @@ def table_stack() -> Iterator[LocalStack]:
 @pytest.fixture
 def store(table_stack: LocalStack) -> DynamoDBTaskStore:
     return DynamoDBTaskStore(ddb(), table_stack.env["TABLE_NAME"])
+
+
+@pytest.fixture
+def api_key_store(store: DynamoDBTaskStore) -> DynamoDBTaskStore:
+    """The task store is the ApiKeyStore too (one table, see store/dynamodb/api_keys.py)."""
+    return store

@@ -1,13 +1,111 @@
-"""The store contract (tests/contract/cases.py) on the in-memory fake: unit speed."""
+"""The store contract (tests/contract/cases.py) on the in-memory fakes: unit speed.
+
+The API key cases are also run against deliberately broken fakes, each of which must fail the
+case that pins what it breaks: the cases can fail."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
+from a2a_serverless.store import ApiKeyRecord, ApiKeyStore
+from tests.contract import cases
 from tests.contract.cases import *  # noqa: F403 (the contract's test functions)
-from tests.fakes import InMemoryTaskStore
+from tests.fakes import InMemoryApiKeyStore, InMemoryTaskStore
 
 
 @pytest.fixture
 def store() -> InMemoryTaskStore:
     return InMemoryTaskStore()
+
+
+@pytest.fixture
+def api_key_store() -> InMemoryApiKeyStore:
+    return InMemoryApiKeyStore()
+
+
+# -- broken API key stores: each must fail a contract case -----------------------------------
+
+
+class Overwrites(InMemoryApiKeyStore):
+    """Puts replace an existing key (a revoked key could be revived by a new put)."""
+
+    def put_api_key(self, record: ApiKeyRecord) -> None:
+        self.keys[record.key_id] = record
+
+
+class RevokesAgain(InMemoryApiKeyStore):
+    """Each revocation rewrites the revocation time."""
+
+    revocations = 0
+
+    def revoke_api_key(self, key_id: str) -> bool:
+        record = self.keys.get(key_id)
+        if record is None:
+            return False
+        self.revocations += 1
+        stamp = f"2026-01-01T00:00:{self.revocations:02d}.000Z"
+        self.keys[key_id] = dataclasses.replace(record, revoked_at=stamp)
+        return True
+
+
+class RevokesUnknown(InMemoryApiKeyStore):
+    """Says an unknown key was revoked."""
+
+    def revoke_api_key(self, key_id: str) -> bool:
+        super().revoke_api_key(key_id)
+        return True
+
+
+class PrefixPrincipal(InMemoryApiKeyStore):
+    """Lists by principal prefix: `alice2`'s keys show in `alice`'s list."""
+
+    def list_api_keys(self, principal: str | None = None) -> list[ApiKeyRecord]:
+        return [r for r in super().list_api_keys() if r.principal.startswith(principal or "")]
+
+
+class HidesRevoked(InMemoryApiKeyStore):
+    """Leaves revoked keys out of listings."""
+
+    def list_api_keys(self, principal: str | None = None) -> list[ApiKeyRecord]:
+        return [r for r in super().list_api_keys(principal) if not r.revoked]
+
+
+class DropsDescription(InMemoryApiKeyStore):
+    """Loses a field on the way in."""
+
+    def put_api_key(self, record: ApiKeyRecord) -> None:
+        super().put_api_key(dataclasses.replace(record, description=""))
+
+
+class RefusesLongIds(InMemoryApiKeyStore):
+    """Fails (as DynamoDB would, on a key over its limit) instead of answering "none"."""
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        if len(key_id.encode()) > 1024:
+            raise ValueError("key too long")
+        return super().get_api_key(key_id)
+
+
+@pytest.mark.parametrize(
+    ("broken", "case"),
+    [
+        (Overwrites, cases.test_api_key_put_never_overwrites),
+        (RevokesAgain, cases.test_api_key_revoke_is_idempotent),
+        (RevokesUnknown, cases.test_api_key_revoke_is_idempotent),
+        (PrefixPrincipal, cases.test_api_keys_list_by_exact_principal),
+        (HidesRevoked, cases.test_api_keys_list_by_exact_principal),
+        (DropsDescription, cases.test_api_key_round_trips_and_unknown_is_none),
+        (RefusesLongIds, cases.test_api_key_ids_no_key_can_hold_name_nothing),
+    ],
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
+def test_a_broken_api_key_store_fails_the_contract(
+    broken: type[InMemoryApiKeyStore], case: Callable[[ApiKeyStore], Any]
+) -> None:
+    # pytest.fail.Exception: a `pytest.raises` block that saw nothing raised.
+    with pytest.raises((AssertionError, ValueError, pytest.fail.Exception)):
+        case(broken())

@@ -1,9 +1,12 @@
-"""Task storage: the interfaces the core uses (by concern) and the values they exchange.
+"""Storage of tasks and API keys: the interfaces the core uses (by concern) and the values
+they exchange.
 
 The DynamoDB implementation is in store/dynamodb/, its item layout in store/keys.py.
 """
 
 from a2a_serverless.store.base import (
+    ApiKeyRecord,
+    ApiKeyStore,
     ConflictError,
     Dedupe,
     DeliveryStateStore,
@@ -23,6 +26,8 @@ from a2a_serverless.store.keys import MAX_ID_BYTES, MAX_OWNER_BYTES, stream_even
 __all__ = [
     "MAX_ID_BYTES",
     "MAX_OWNER_BYTES",
+    "ApiKeyRecord",
+    "ApiKeyStore",
     "ConflictError",
     "Dedupe",
     "DeliveryStateStore",

@@ -235,3 +235,46 @@ class DeliveryStateStore(Protocol):
 
 class TaskStore(TaskLogStore, TaskListing, PushConfigStore, DeliveryStateStore, Protocol):
     """Everything the store offers (callers that need one concern take its Protocol)."""
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    """One API key as stored: its owner and the SHA-256 of the full key, never the key.
+
+    `usage_key_id` / `usage_key` are the API Gateway API key (id and value) that puts the key
+    in the usage plan: the authorizer returns the value as `usageIdentifierKey`. It is a
+    random value of its own, not the client's secret.
+    """
+
+    key_id: str
+    principal: str
+    secret_hash: str
+    usage_key_id: str = ""
+    usage_key: str = ""
+    description: str = ""
+    created_at: str = ""
+    revoked_at: str | None = None
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+class ApiKeyStore(Protocol):
+    """The API keys of the deployment (issue, look up, revoke, list)."""
+
+    def put_api_key(self, record: ApiKeyRecord) -> None:
+        """Store a new key; ConflictError (failed `apiKey`) if its id exists: never
+        overwrites (a revoked key stays revoked)."""
+        ...
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None: ...
+
+    def revoke_api_key(self, key_id: str) -> bool:
+        """Mark the key revoked (its first revocation time is kept: idempotent). True when
+        the key exists (revoked now or before), False for an unknown id."""
+        ...
+
+    def list_api_keys(self, principal: str | None = None) -> list[ApiKeyRecord]:
+        """Every key (of `principal` when given), revoked ones included, by key id."""
+        ...

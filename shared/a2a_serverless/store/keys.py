@@ -9,6 +9,11 @@ retry records sit in the single table (see template.yaml `TasksTable`):
 - `D#{owner}#{messageId}` / `D`: the SendMessage retry record.
 - Three sparse GSIs (`g1pk` owner, `g2pk` owner#context, `g3pk` owner#state; sort key `gsk`
   = status timestamp#taskId) order an owner's tasks by status time.
+- `APIKEY#{keyId}` / `APIKEY`: an API key (owner, hash of the key, usage plan key), read by
+  the authorizer; `APIKEYS` / `{keyId}`: its copy in the one listing partition of the keys
+  (written in the same transactions). Neither has an index attribute (`g1pk`...), an `E#`
+  sort key (the stream mapping's filter and `stream_event` pass events only) or a `T#`/`O#`
+  partition, and they never expire: no task query, listing or stream consumer sees them.
 
 Collision-free: a key that JOINS several parts with `#` escapes each part first (`%` ->
 `%25`, then `#` -> `%23`), so an escaped part holds no `#` and the join splits back into
@@ -40,7 +45,7 @@ from a2a_serverless.models import (
     TaskState,
     TaskStatus,
 )
-from a2a_serverless.store.base import InvalidPageToken, ListQuery, TaskRecord
+from a2a_serverless.store.base import ApiKeyRecord, InvalidPageToken, ListQuery, TaskRecord
 
 TASK_PREFIX = "T#"
 HEADER = "H"
@@ -52,6 +57,9 @@ OWNER_SHARD_PREFIX = "N#"
 CONTEXT_COUNTER_PREFIX = "X#"
 DEDUPE_PREFIX = "D#"
 DEDUPE_SK = "D"
+API_KEY_PREFIX = "APIKEY#"
+API_KEY_SK = "APIKEY"
+API_KEY_LIST_PK = "APIKEYS"
 OWNER_COUNTER_SHARDS = 8
 LAST_SEQ = 9_999_999_999  # the largest seq an event sort key holds
 
@@ -308,6 +316,52 @@ def stream_event(image: Mapping[str, Any]) -> tuple[str, int, bytes] | None:
     if not (pk.startswith(TASK_PREFIX) and sk.startswith(EVENT_PREFIX)):
         return None
     return pk.removeprefix(TASK_PREFIX), int(sk.removeprefix(EVENT_PREFIX)), body.encode()
+
+
+# -- API keys ------------------------------------------------------------------------------
+
+
+def api_key_key(key_id: str) -> dict[str, Any]:
+    """The key's own item (what the authorizer reads)."""
+    return {"pk": s(API_KEY_PREFIX + key_id), "sk": s(API_KEY_SK)}
+
+
+def api_key_list_key(key_id: str) -> dict[str, Any]:
+    """The key's entry in the listing partition."""
+    return {"pk": s(API_KEY_LIST_PK), "sk": s(key_id)}
+
+
+def api_key_attributes(record: ApiKeyRecord) -> dict[str, Any]:
+    """Every attribute of an API key item but its table key (no TTL: keys never expire)."""
+    item = {
+        "keyId": s(record.key_id),
+        "principal": s(record.principal),
+        "secretHash": s(record.secret_hash),
+        "usageKeyId": s(record.usage_key_id),
+        "usageKey": s(record.usage_key),
+        "description": s(record.description),
+        "createdAt": s(record.created_at),
+    }
+    if record.revoked_at is not None:
+        item["revokedAt"] = s(record.revoked_at)
+    return item
+
+
+def api_key_of(item: Mapping[str, Any]) -> ApiKeyRecord:
+    def text(name: str) -> str:
+        return str(item.get(name, {}).get("S", ""))
+
+    revoked = item.get("revokedAt", {}).get("S")
+    return ApiKeyRecord(
+        key_id=text("keyId"),
+        principal=text("principal"),
+        secret_hash=text("secretHash"),
+        usage_key_id=text("usageKeyId"),
+        usage_key=text("usageKey"),
+        description=text("description"),
+        created_at=text("createdAt"),
+        revoked_at=str(revoked) if revoked is not None else None,
+    )
 
 
 # -- page tokens -----------------------------------------------------------------------------

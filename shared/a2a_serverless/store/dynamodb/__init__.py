@@ -6,6 +6,7 @@ is in store/keys.py.
 
 from __future__ import annotations
 
+from a2a_serverless.store.dynamodb.api_keys import DynamoDBApiKeys
 from a2a_serverless.store.dynamodb.deliveries import DynamoDBDeliveries
 from a2a_serverless.store.dynamodb.listing import DynamoDBTaskListing
 from a2a_serverless.store.dynamodb.push_configs import DynamoDBPushConfigs
@@ -14,13 +15,15 @@ from a2a_serverless.store.dynamodb.tasks import DynamoDBTaskLog
 
 
 class DynamoDBTaskStore(
-    DynamoDBTaskLog, DynamoDBTaskListing, DynamoDBPushConfigs, DynamoDBDeliveries
+    DynamoDBTaskLog, DynamoDBTaskListing, DynamoDBPushConfigs, DynamoDBDeliveries, DynamoDBApiKeys
 ):
-    """The whole TaskStore on one table (see template.yaml `TasksTable`): every concern's
-    class shares the constructor `(client, table_name, retention_days=30)`."""
+    """The whole TaskStore on one table (see template.yaml `TasksTable`), and the ApiKeyStore
+    on the same table: every concern's class shares the constructor
+    `(client, table_name, retention_days=30)`."""
 
 
 __all__ = [
+    "DynamoDBApiKeys",
     "DynamoDBDeliveries",
     "DynamoDBPushConfigs",
     "DynamoDBTable",
