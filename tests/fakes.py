@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -76,7 +77,7 @@ class InMemoryTaskStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()  # one "transaction" at a time, like conditional writes
         self.tasks: dict[str, _Task] = {}
-        self.dedupes: dict[tuple[str, str], tuple[str, str]] = {}
+        self.dedupes: dict[tuple[str, str], tuple[str, str, int]] = {}
         self.pushes: dict[tuple[str, str], _Push] = {}
 
     # -- task log --------------------------------------------------------------------------
@@ -93,7 +94,7 @@ class InMemoryTaskStore:
             failed = []
             if record.task_id in self.tasks:
                 failed += ["header", "event"]
-            if dedupe is not None and (dedupe.owner, dedupe.message_id) in self.dedupes:
+            if dedupe is not None and self._dedupe_live(dedupe.owner, dedupe.message_id):
                 failed.append("dedupe")
             if failed:
                 raise ConflictError(f"condition failed on {', '.join(failed)}", tuple(failed))
@@ -115,7 +116,11 @@ class InMemoryTaskStore:
         push_config: models.TaskPushNotificationConfig | None,
     ) -> None:
         if dedupe is not None:
-            self.dedupes[(dedupe.owner, dedupe.message_id)] = (task_id, dedupe.content_hash)
+            self.dedupes[(dedupe.owner, dedupe.message_id)] = (
+                task_id,
+                dedupe.content_hash,
+                dedupe.expires_at,
+            )
         if push_config is not None:
             self.pushes[(task_id, push_config.id or "")] = _push(push_config)
 
@@ -136,9 +141,8 @@ class InMemoryTaskStore:
                 failed.append("header")
             if task is not None and change.seq in task.events:
                 failed.append("event")
-            if (
-                change.dedupe is not None
-                and (change.dedupe.owner, change.dedupe.message_id) in self.dedupes
+            if change.dedupe is not None and self._dedupe_live(
+                change.dedupe.owner, change.dedupe.message_id
             ):
                 failed.append("dedupe")
             if failed:
@@ -205,7 +209,14 @@ class InMemoryTaskStore:
         return copy.deepcopy(task.record) if task else None
 
     def find_dedupe(self, owner: str, message_id: str) -> tuple[str, str] | None:
-        return self.dedupes.get((owner, message_id))
+        found = self._dedupe_live(owner, message_id)
+        return (found[0], found[1]) if found else None
+
+    def _dedupe_live(self, owner: str, message_id: str) -> tuple[str, str, int] | None:
+        found = self.dedupes.get((owner, message_id))
+        if found is None or (found[2] and found[2] <= time.time()):
+            return None
+        return found
 
     def _events(
         self, task_id: str, first: int = 0, last: int | None = None

@@ -86,6 +86,13 @@ class Settings(BaseSettings):
     anonymous_principal: str = Field(
         "anonymous", description="Owner of tasks when no authenticated principal is present."
     )
+    dedupe_window_seconds: float = Field(
+        0.0,
+        ge=0,
+        le=86_400,
+        description="A send repeating an earlier one (same messageId, identical request) "
+        "within this many seconds is answered with the original task; 0: no deduplication.",
+    )
     streaming: bool = Field(
         True,
         description="Offer streaming (SendStreamingMessage, SubscribeToTask); false: the card "

@@ -9,6 +9,7 @@ uses fresh ids, so one table can serve a whole module.
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -142,6 +143,22 @@ def test_create_twice_conflicts_on_header(store: TaskStore) -> None:
     with pytest.raises(ConflictError) as raised:
         create(store, record.owner, task_id=record.task_id)
     assert "header" in raised.value.failed
+
+
+def test_dedupe_record_lives_for_its_window_then_is_replaced(store: TaskStore) -> None:
+    owner = uid("owner")
+    now = int(time.time())
+    live = Dedupe(owner=owner, message_id=uid("msg"), content_hash="h1", expires_at=now + 600)
+    first = create(store, owner, dedupe=live)
+    assert store.find_dedupe(owner, live.message_id) == (first.task_id, "h1")
+    with pytest.raises(ConflictError):
+        create(store, owner, dedupe=live)
+
+    expired = Dedupe(owner=owner, message_id=uid("msg"), content_hash="h2", expires_at=now - 1)
+    create(store, owner, dedupe=expired)
+    assert store.find_dedupe(owner, expired.message_id) is None
+    again = create(store, owner, dedupe=dataclasses.replace(expired, expires_at=now + 600))
+    assert store.find_dedupe(owner, expired.message_id) == (again.task_id, "h2")
 
 
 def test_dedupe_record_is_found_and_unique(store: TaskStore) -> None:

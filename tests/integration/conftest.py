@@ -47,3 +47,16 @@ def make_stack() -> Iterator[Callable[..., LocalStack]]:
 @pytest.fixture
 def alice(local_stack: LocalStack) -> A2A:
     return A2A(local_stack, "alice")
+
+
+@pytest.fixture
+def dedupe_window(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Sends deduplicated within 10 minutes (DEDUPE_WINDOW_SECONDS; off by default): a test
+    of retried sends asks for it. Wiring is rebuilt from the environment either way."""
+    from a2a_serverless import wiring
+
+    monkeypatch.setenv("DEDUPE_WINDOW_SECONDS", "600")
+    wiring.reset()
+    yield
+    monkeypatch.delenv("DEDUPE_WINDOW_SECONDS")
+    wiring.reset()

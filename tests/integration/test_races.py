@@ -111,7 +111,9 @@ def test_parallel_sends_to_one_context_all_land(local_stack: LocalStack, alice: 
         assert_log_consistent(local_stack, task_id)
 
 
-def test_retried_send_creates_one_task(local_stack: LocalStack, alice: A2A) -> None:
+def test_retried_send_creates_one_task(
+    local_stack: LocalStack, alice: A2A, dedupe_window: None
+) -> None:
     message_id = str(uuid.uuid4())
     responses = _together(5, lambda i: alice.send("exactly once", message_id=message_id))
     assert all(r.status == 200 for r in responses), [r.body for r in responses]

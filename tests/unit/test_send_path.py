@@ -3,6 +3,8 @@ SendStreamingMessage share (validate, dedupe, create or continue, start the turn
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from a2a_serverless.core.egress import EgressPolicy
@@ -43,12 +45,17 @@ class RecordingExecutor:
 
 
 def make_sender(
-    store: InMemoryTaskStore, executor: RecordingExecutor, push_enabled: bool = False
+    store: InMemoryTaskStore,
+    executor: RecordingExecutor,
+    push_enabled: bool = False,
+    dedupe_window_seconds: float = 600.0,
 ) -> MessageSender:
+    """A sender that deduplicates retries within 10 minutes unless told otherwise (the
+    product's default is off: see the test of that)."""
     wait = WaitPolicy()
     push = PushService(store, push_enabled, EgressPolicy())
     queries = TaskQueries(store, executor, wait.poll)
-    return MessageSender(store, executor, queries, ModePolicy(), wait, push)
+    return MessageSender(store, executor, queries, ModePolicy(), wait, push, dedupe_window_seconds)
 
 
 def request(message_id: str = "m1", text: str = "hi", **extra: object) -> SendMessageRequest:
@@ -225,3 +232,42 @@ def test_extensions_activate_as_the_flow_declares_them(store: InMemoryTaskStore)
     executor = RecordingExecutor()
     make_sender(store, executor).admit("alice", request(), None, ["urn:x:optional"])
     assert executor.extensions == [("urn:x:optional",)]
+
+
+def test_without_a_dedupe_window_every_send_is_new(store: InMemoryTaskStore) -> None:
+    """The default: conformance suites reuse messageIds across separate sends, and the spec
+    makes deduplication a MAY. No retry record is written either."""
+    executor = RecordingExecutor()
+    sender = make_sender(store, executor, dedupe_window_seconds=0)
+    first = sender.admit("alice", request())
+    again = sender.admit("alice", request())
+    assert not again.retried and again.task_id != first.task_id
+    assert len(store.tasks) == 2 and store.dedupes == {}
+
+
+def test_a_retry_must_repeat_the_whole_request(store: InMemoryTaskStore) -> None:
+    """Same messageId and text but other configuration or metadata: a new send (an inline
+    push config of the second send would otherwise be dropped)."""
+    executor = RecordingExecutor()
+    sender = make_sender(store, executor)
+    first = sender.admit("alice", request())
+    with_metadata = request()
+    with_metadata.metadata = {"k": "v"}
+    assert sender.admit("alice", with_metadata).task_id != first.task_id
+    blocking = request()
+    blocking.configuration.return_immediately = False  # type: ignore[union-attr]
+    assert sender.admit("alice", blocking).task_id != first.task_id
+    assert sender.admit("alice", request()).retried
+
+
+def test_a_retry_after_the_window_is_a_new_send(
+    store: InMemoryTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    executor = RecordingExecutor()
+    sender = make_sender(store, executor, dedupe_window_seconds=60)
+    first = sender.admit("alice", request())
+    assert sender.admit("alice", request()).retried
+    later = time.time() + 61
+    monkeypatch.setattr(time, "time", lambda: later)
+    again = sender.admit("alice", request())
+    assert not again.retried and again.task_id != first.task_id

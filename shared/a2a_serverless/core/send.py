@@ -98,8 +98,9 @@ def _media_match(offered: str, accepted: str) -> bool:
     )
 
 
-def content_hash(message: Message) -> str:
-    canonical = json.dumps(message.wire(), sort_keys=True, separators=(",", ":"))
+def content_hash(request: SendMessageRequest) -> str:
+    """The whole request (message, configuration, metadata): a retry repeats all of it."""
+    canonical = json.dumps(request.wire(), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -141,6 +142,10 @@ class MessageSender:
     modes: ModePolicy
     wait: WaitPolicy
     push: PushService | None
+    # A repeated send (same messageId, identical request) within this many seconds is a
+    # retry answered with the original task; 0 (the default): every send is new (the spec
+    # makes deduplication a MAY, and clients reuse messageIds across separate sends).
+    dedupe_window_seconds: float = 0.0
 
     # -- SendMessage -----------------------------------------------------------------------
 
@@ -239,7 +244,16 @@ class MessageSender:
         config = request.configuration or SendMessageConfiguration()
         check_owner_size(owner)
         self._validate(message, config)
-        dedupe = Dedupe(owner, message.message_id, content_hash(message))
+        dedupe = (
+            Dedupe(
+                owner,
+                message.message_id,
+                content_hash(request),
+                expires_at=int(time.time() + self.dedupe_window_seconds),
+            )
+            if self.dedupe_window_seconds > 0
+            else None
+        )
         if message.task_id:
             return self._continue_task(owner, message, dedupe, config, turn)
         return self._create_task(owner, message, dedupe, request, config, turn)
@@ -282,8 +296,11 @@ class MessageSender:
                 field="configuration.acceptedOutputModes",
             )
 
-    def _retry_of(self, owner: str, message: Message, dedupe: Dedupe) -> Admitted | None:
-        """The task an identical earlier send created or continued, if this send is a retry."""
+    def _retry_of(self, owner: str, message: Message, dedupe: Dedupe | None) -> Admitted | None:
+        """The task an identical earlier send created or continued, if this send is a retry
+        (within the dedupe window; never with the window off)."""
+        if dedupe is None:
+            return None
         found = self.store.find_dedupe(owner, message.message_id)
         if found is not None and found[1] == dedupe.content_hash:
             return Admitted(found[0], 0, retried=True)
@@ -293,7 +310,7 @@ class MessageSender:
         self,
         owner: str,
         message: Message,
-        dedupe: Dedupe,
+        dedupe: Dedupe | None,
         request: SendMessageRequest,
         config: SendMessageConfiguration,
         turn: TurnContext,
@@ -350,7 +367,7 @@ class MessageSender:
         self,
         owner: str,
         message: Message,
-        dedupe: Dedupe,
+        dedupe: Dedupe | None,
         config: SendMessageConfiguration,
         context: TurnContext,
     ) -> Admitted:

@@ -44,6 +44,7 @@ class A2AService:
         wait: WaitPolicy | None = None,
         push: PushService | None = None,
         streaming: bool = True,
+        dedupe_window_seconds: float = 0.0,
     ) -> None:
         self.store = store
         # Off (the Streaming parameter): the card says so and the stream methods refuse.
@@ -53,7 +54,9 @@ class A2AService:
         self.wait = wait or WaitPolicy()
         self.push = push
         self.queries = TaskQueries(store, executor, self.wait.poll)
-        self.sender = MessageSender(store, executor, self.queries, self.modes, self.wait, push)
+        self.sender = MessageSender(
+            store, executor, self.queries, self.modes, self.wait, push, dedupe_window_seconds
+        )
 
     # -- SEND --------------------------------------------------------------------------------
 

@@ -71,11 +71,13 @@ class TaskSnapshot:
 
 @dataclass
 class Dedupe:
-    """Retry detection for SendMessage: owner + messageId + content hash."""
+    """Retry detection for SendMessage: owner + messageId + hash of the whole request, live
+    until `expires_at` (epoch seconds; 0: no expiry). An expired record is replaced."""
 
     owner: str
     message_id: str
     content_hash: str
+    expires_at: int = 0
 
 
 @dataclass
@@ -149,7 +151,10 @@ class TaskLogStore(Protocol):
 
     def get_snapshot(self, task_id: str, history_length: int | None) -> TaskSnapshot | None: ...
 
-    def find_dedupe(self, owner: str, message_id: str) -> tuple[str, str] | None: ...
+    def find_dedupe(self, owner: str, message_id: str) -> tuple[str, str] | None:
+        """(task id, content hash) of the live retry record, None when there is none or it
+        has expired."""
+        ...
 
     def apply_status(self, change: StatusChange) -> None: ...
 

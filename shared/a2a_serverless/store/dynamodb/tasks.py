@@ -7,6 +7,8 @@ counters [+ history]). The ListTasks counters are maintained here, in the same t
 
 from __future__ import annotations
 
+import time
+
 import random
 from datetime import UTC, datetime
 from typing import Any
@@ -95,7 +97,13 @@ class DynamoDBTaskLog(DynamoDBTable):
                 "taskId": s(task_id),
                 "hash": s(dedupe.content_hash),
             }
-            items.append(("dedupe", self._put(record, NEW_ITEM)))
+            put = self._put(record, NEW_ITEM)
+            if dedupe.expires_at:
+                # Live for the retry window only: an expired record is replaced.
+                record["dedupeUntil"] = {"N": str(dedupe.expires_at)}
+                put = self._put(record, f"{NEW_ITEM} OR dedupeUntil <= :now")
+                put["Put"]["ExpressionAttributeValues"] = {":now": {"N": str(int(time.time()))}}
+            items.append(("dedupe", put))
         if push_config is not None:
             # In the same transaction: the webhook must exist before the turn's first event.
             items.append(("push", self._put(keys.push_item(push_config))))
@@ -271,7 +279,12 @@ class DynamoDBTaskLog(DynamoDBTable):
 
     def find_dedupe(self, owner: str, message_id: str) -> tuple[str, str] | None:
         item = self._get(keys.dedupe_key(owner, message_id))
-        return (item["taskId"]["S"], item["hash"]["S"]) if item else None
+        if item is None:
+            return None
+        until = item.get("dedupeUntil")
+        if until is not None and int(until["N"]) <= time.time():
+            return None
+        return (item["taskId"]["S"], item["hash"]["S"])
 
     def _partition(self, task_id: str, condition: str = "", **values: Any) -> list[dict[str, Any]]:
         """Every item of a task's partition matching `pk = :pk{condition}`."""
