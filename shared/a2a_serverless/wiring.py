@@ -84,6 +84,7 @@ def get_service() -> A2AService:
         push=get_push(),
         streaming=settings.streaming,
         dedupe_window_seconds=settings.dedupe_window_seconds,
+        replier=flow,
     )
 
 

@@ -271,3 +271,32 @@ def test_a_retry_after_the_window_is_a_new_send(
     monkeypatch.setattr(time, "time", lambda: later)
     again = sender.admit("alice", request())
     assert not again.retried and again.task_id != first.task_id
+
+
+def test_a_flow_may_answer_a_new_message_directly(store: InMemoryTaskStore) -> None:
+    """A Message reply (spec §3.1.1): nothing stored, nothing started; follow-ups of a task
+    never reach `reply`; the same checks as any send come first."""
+    from a2a_serverless.core.errors import InvalidParamsError
+    from a2a_serverless.flows.echo import EchoFlow
+
+    executor = RecordingExecutor()
+    sender = make_sender(store, executor)
+    sender.replier = EchoFlow()
+    accepted = sender.accept_message("alice", request(text="hi [reply]", contextId="ctx-1"))
+    assert accepted.answer is not None and accepted.answer.task is None
+    reply = accepted.answer.message
+    assert reply is not None and reply.role.value == "ROLE_AGENT"
+    assert reply.parts[0].text == "Echo: hi [reply]"
+    assert reply.context_id == "ctx-1" and reply.task_id is None
+    assert store.tasks == {} and executor.started == [] and not accepted.blocking
+
+    start = sender.open_message_stream("alice", request("m2", "again [reply]"))
+    assert start.first.message is not None and not start.open
+    assert start.first.message.context_id  # a fresh context when none was given
+    assert store.tasks == {}
+
+    # Not asked for a reply: a task, as ever.
+    task = sender.accept_message("alice", request("m3", "a task please"))
+    assert task.task_id in store.tasks
+    with pytest.raises(InvalidParamsError):
+        sender.accept_message("alice", request("m4", "[reply]", role="ROLE_AGENT"))

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from a2a_serverless.core.errors import (
     ContentTypeNotSupportedError,
@@ -132,6 +133,19 @@ class Admitted:
     created: Task | None = None
 
 
+class Replier(Protocol):
+    """The agent's chance to answer a new message directly (a `flows.Flow` is one)."""
+
+    def reply_to(
+        self,
+        message: Message,
+        context_id: str,
+        caller: Caller,
+        extensions: list[str],
+        metadata: dict[str, Any],
+    ) -> Message | None: ...
+
+
 @dataclass
 class MessageSender:
     """Takes messages into tasks and starts their turns."""
@@ -146,6 +160,9 @@ class MessageSender:
     # retry answered with the original task; 0 (the default): every send is new (the spec
     # makes deduplication a MAY, and clients reuse messageIds across separate sends).
     dedupe_window_seconds: float = 0.0
+    # Asked first about every new message (no taskId): a Message it returns is the answer,
+    # and no task is created.
+    replier: Replier | None = None
 
     # -- SendMessage -----------------------------------------------------------------------
 
@@ -177,6 +194,11 @@ class MessageSender:
         `settle_wait` (as it likes: blocking, or awaiting between reads) and calls `answer`.
         """
         config = request.configuration or SendMessageConfiguration()
+        reply = self.direct_reply(owner, request, caller, extensions)
+        if reply is not None:
+            return AcceptedSend(
+                owner, "", 0, config.history_length, False, SendMessageResponse(message=reply)
+            )
         admitted = self.admit(owner, request, caller, extensions)
         blocking = not config.return_immediately
         if not blocking and admitted.created is not None:
@@ -219,6 +241,10 @@ class MessageSender:
         The first event is the task as of seq S; the stream continues with the log after S.
         """
         config = request.configuration or SendMessageConfiguration()
+        reply = self.direct_reply(owner, request, caller, extensions)
+        if reply is not None:
+            # A Message-only stream: exactly that one event.
+            return StreamStart(StreamResponse(message=reply), "", 0, open=False)
         admitted = self.admit(owner, request, caller, extensions)
         if admitted.created is not None:
             return StreamStart(
@@ -227,6 +253,26 @@ class MessageSender:
         return self.queries.snapshot_start(owner, admitted.task_id, config.history_length)
 
     # -- the shared opening steps ----------------------------------------------------------
+
+    def direct_reply(
+        self,
+        owner: str,
+        request: SendMessageRequest,
+        caller: Caller | None,
+        extensions: Sequence[str],
+    ) -> Message | None:
+        """The agent's direct answer to a new message, after the same checks as any send;
+        None: the message becomes (or continues) a task."""
+        message = request.message
+        if self.replier is None or message.task_id:
+            return None
+        check_owner_size(owner)
+        self._validate(message, request.configuration or SendMessageConfiguration())
+        who = caller if caller is not None and caller.principal == owner else Caller(owner)
+        context_id = message.context_id or str(uuid.uuid4())
+        return self.replier.reply_to(
+            message, context_id, who, list(extensions), dict(request.metadata or {})
+        )
 
     def admit(
         self,

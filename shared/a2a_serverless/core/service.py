@@ -10,7 +10,13 @@ from a2a_serverless.core.errors import UnsupportedOperationError
 from a2a_serverless.core.executor import Executor
 from a2a_serverless.core.push import PushService
 from a2a_serverless.core.query import StreamStart, TaskQueries
-from a2a_serverless.core.send import AcceptedSend, MessageSender, ModePolicy, WaitPolicy
+from a2a_serverless.core.send import (
+    AcceptedSend,
+    MessageSender,
+    ModePolicy,
+    Replier,
+    WaitPolicy,
+)
 from a2a_serverless.core.tail import LogTail, SettleWait
 from a2a_serverless.models import (
     Caller,
@@ -45,6 +51,7 @@ class A2AService:
         push: PushService | None = None,
         streaming: bool = True,
         dedupe_window_seconds: float = 0.0,
+        replier: Replier | None = None,
     ) -> None:
         self.store = store
         # Off (the Streaming parameter): the card says so and the stream methods refuse.
@@ -55,7 +62,14 @@ class A2AService:
         self.push = push
         self.queries = TaskQueries(store, executor, self.wait.poll)
         self.sender = MessageSender(
-            store, executor, self.queries, self.modes, self.wait, push, dedupe_window_seconds
+            store,
+            executor,
+            self.queries,
+            self.modes,
+            self.wait,
+            push,
+            dedupe_window_seconds,
+            replier,
         )
 
     # -- SEND --------------------------------------------------------------------------------

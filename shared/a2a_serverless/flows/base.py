@@ -178,8 +178,29 @@ class StepContext:
         )
 
 
+@dataclass
+class ReplyContext:
+    """What `Flow.reply` sees: a new message (not a follow-up of a task), who sent it, the
+    extensions it activated and the request's metadata."""
+
+    message: Message
+    context_id: str
+    caller: Caller
+    extensions: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text parts of the message, joined."""
+        return "".join(p.text for p in self.message.parts if p.text is not None)
+
+
 class Flow:
-    """Subclass and implement `step`; sync or `async def` both work."""
+    """Subclass and implement `step`; sync or `async def` both work.
+
+    Optionally implement `reply`: it sees each new message first (in the function that
+    received it) and may answer with a Message directly — no task is created then.
+    """
 
     name: str = "flow"
     description: str = ""
@@ -195,6 +216,32 @@ class Flow:
 
     def step(self, ctx: StepContext) -> Outcome:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def reply(self, ctx: ReplyContext) -> str | list[Part] | None:
+        """A direct answer to a new message (spec §3.1.1: a Message instead of a Task), or
+        None (the default) to handle it as a task. Runs in the SendMessage/stream function
+        before anything is stored, so keep it quick; it costs no DynamoDB write and no
+        Step Functions execution."""
+        return None
+
+    def reply_to(
+        self,
+        message: Message,
+        context_id: str,
+        caller: Caller,
+        extensions: list[str],
+        metadata: dict[str, Any],
+    ) -> Message | None:
+        """`reply`, as the core calls it (core/send.py `Replier`): the answer as an agent
+        Message of the message's context, or None."""
+        answer = self.reply(ReplyContext(message, context_id, caller, extensions, metadata))
+        if inspect.isawaitable(answer):
+            answer = asyncio.run(_await(answer))
+        if answer is None:
+            return None
+        if not isinstance(answer, str | list):
+            raise TypeError(f"flow reply returned {type(answer).__name__}, expected str or parts")
+        return agent_message(answer, None, context_id)
 
     def run_step(self, ctx: StepContext) -> Outcome:
         result = self.step(ctx)

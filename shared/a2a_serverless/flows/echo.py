@@ -9,6 +9,7 @@ Directives (anywhere in the message text):
   [slow=S]     spread the reply over S seconds (so it can be watched or canceled)
   [steps=N]    produce the reply over N Step Functions steps, one chunk per step
   [whoami]     reply with the caller's principal and how it signed in (an extended-card skill)
+  [reply]      answer with a Message directly (no task is created; Flow.reply)
 With the extension UPPERCASE_EXTENSION activated (the client sends it in A2A-Extensions), the
 reply is upper-cased and its artifact names the extension.
 Otherwise the reply is "Echo: <text>", streamed as several chunks of one artifact.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import re
 import time
 
-from a2a_serverless.flows.base import Flow, Outcome, StepContext
+from a2a_serverless.flows.base import Flow, Outcome, ReplyContext, StepContext
 from a2a_serverless.models import AgentExtension, AgentSkill
 
 UPPERCASE_EXTENSION = "urn:a2a-serverless:echo:uppercase:v1"
@@ -78,6 +79,12 @@ class EchoFlow(Flow):
     ]
     input_modes = ["text/plain", "application/json"]
     output_modes = ["text/plain"]
+
+    def reply(self, ctx: ReplyContext) -> str | None:
+        if "[reply]" not in ctx.text:
+            return None
+        reply = f"Echo: {ctx.text}"
+        return reply.upper() if UPPERCASE_EXTENSION in ctx.extensions else reply
 
     def step(self, ctx: StepContext) -> Outcome:
         if ctx.step == 0:

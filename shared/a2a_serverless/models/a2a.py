@@ -33,8 +33,8 @@ __all__ = [
     "TERMINAL_STATES",
     "A2AModel",
     "AgentCapabilities",
-    "AgentExtension",
     "AgentCard",
+    "AgentExtension",
     "AgentInterface",
     "AgentProvider",
     "AgentSkill",
@@ -245,8 +245,9 @@ class Message(A2AModel):
         return value
 
 
-def agent_message(content: str | list[Part], task_id: str, context_id: str) -> Message:
-    """A message from the agent in a task (a text, or parts), with a fresh messageId."""
+def agent_message(content: str | list[Part], task_id: str | None, context_id: str) -> Message:
+    """A message from the agent in a task (a text, or parts), with a fresh messageId (no
+    task: a direct reply)."""
     parts = [Part(text=content)] if isinstance(content, str) else content
     return Message(
         message_id=str(uuid.uuid4()),
