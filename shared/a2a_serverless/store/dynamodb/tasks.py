@@ -7,9 +7,8 @@ counters [+ history]). The ListTasks counters are maintained here, in the same t
 
 from __future__ import annotations
 
-import time
-
 import random
+import time
 from datetime import UTC, datetime
 from typing import Any
 
