@@ -5,8 +5,22 @@ from a2a_serverless.flows.base import (
     FlowCanceled,
     Outcome,
     OutcomeKind,
+    ReplyContext,
     StepContext,
     load_flow,
 )
+from a2a_serverless.models import AgentExtension, AgentSkill, Caller, Part
 
-__all__ = ["Flow", "FlowCanceled", "Outcome", "OutcomeKind", "StepContext", "load_flow"]
+__all__ = [
+    "AgentExtension",
+    "AgentSkill",
+    "Caller",
+    "Flow",
+    "FlowCanceled",
+    "Outcome",
+    "OutcomeKind",
+    "Part",
+    "ReplyContext",
+    "StepContext",
+    "load_flow",
+]
