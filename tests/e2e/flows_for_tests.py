@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import time
 
-from a2a_serverless.flows import Outcome, StepContext
+from a2a_serverless.flows import AgentExtension, Flow, Outcome, StepContext
 from tests.helpers import artifact_chunk
 
 TIMED_CHUNKS = 60
+REQUIRED_EXTENSION = "urn:a2a-serverless:test:required:v1"
+OPTIONAL_EXTENSION = "urn:a2a-serverless:test:optional:v1"
 TIMED_INTERVAL_SECONDS = 0.1
 
 
@@ -24,3 +26,19 @@ def timed(ctx: StepContext) -> Outcome:
         stamp = {"emittedAt": time.time(), "index": index}
         artifact_chunk(ctx, "timed", f"{index} ", index, TIMED_CHUNKS, metadata=stamp)
     return Outcome.completed()
+
+
+class _Strict(Flow):
+    """A flow with a required extension (and an optional one it reports back)."""
+
+    extensions = [
+        AgentExtension(uri=REQUIRED_EXTENSION, description="must be requested", required=True),
+        AgentExtension(uri=OPTIONAL_EXTENSION, description="may be requested"),
+    ]
+
+    def step(self, ctx: StepContext) -> Outcome:
+        ctx.artifact(",".join(ctx.extensions) or "(none)", last_chunk=True)
+        return Outcome.completed()
+
+
+strict = _Strict()

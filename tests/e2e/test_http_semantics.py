@@ -127,13 +127,16 @@ def test_same_message_id_with_new_content_is_a_new_task(http: httpx.Client) -> N
     assert http.get("/tasks").json()["totalSize"] == 2
 
 
-def test_retried_follow_up_is_not_a_second_turn(http: httpx.Client) -> None:
+def test_repeated_follow_up_is_not_a_second_turn(http: httpx.Client) -> None:
+    """Without a dedupe window (the default) the repeat is a new message to a task that no
+    longer waits for one: refused, and the task keeps its one answered turn."""
     paused = send(http, "start [input]")
     follow_up = message_body("answer", taskId=paused["id"])
     done = http.post("/message:send", json=follow_up)
     again = http.post("/message:send", json=follow_up)
-    assert done.status_code == again.status_code == 200, again.text
-    assert again.json()["task"]["id"] == paused["id"]
+    assert done.status_code == 200, done.text
+    assert again.status_code == 400, again.text
+    assert again.json()["error"]["details"][0]["reason"] == "UNSUPPORTED_OPERATION"
     task = http.get(f"/tasks/{paused['id']}").json()
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert [m["role"] for m in task["history"]] == ["ROLE_USER", "ROLE_AGENT", "ROLE_USER"]

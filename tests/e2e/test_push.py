@@ -201,7 +201,11 @@ def receiver() -> Iterator[Receiver]:
 
 
 # Queued retries back off 1 s, 2 s, 4 s... instead of 5 s, 10 s...
-push_server = server_fixture("push-server", env={"PUSH_RETRY_BASE_SECONDS": "1"})
+# Retries of a send are deduplicated within 10 minutes here (off by default): the continuation
+# tests below send the same message several times at once.
+push_server = server_fixture(
+    "push-server", env={"PUSH_RETRY_BASE_SECONDS": "1", "DEDUPE_WINDOW_SECONDS": "600"}
+)
 # The production egress policy: no http, no allow-listed loopback.
 strict_server = server_fixture(
     "push-strict", args=("--param", "PushAllowHttp=false", "--param", "PushAllowHosts=")

@@ -87,12 +87,20 @@ class KeepAliveResponse(Response):
             if started:
                 await send({"type": "http.response.body", "body": response.body})
             else:
+                # Headers set on this response (e.g. A2A-Extensions) go with the answer too.
+                for name, value in self.headers.items():
+                    if name not in _OWN_HEADERS and name not in response.headers:
+                        response.headers[name] = value
                 await response(scope, receive, send)
         finally:
             for task in (answering, hung_up):
                 task.cancel()
             # A read in flight finishes in its thread; nothing is polled after it.
             await asyncio.gather(answering, hung_up, return_exceptions=True)
+
+
+# Headers a KeepAliveResponse sets for itself, not for the answer it may send instead.
+_OWN_HEADERS = frozenset({"content-type", "content-length", "x-accel-buffering"})
 
 
 async def _disconnected(receive: Receive) -> None:
