@@ -90,7 +90,7 @@ def check_status_error(body: dict[str, Any], http_status: int) -> dict[str, Any]
 def proto_type_for(method: str, path: str) -> type[ProtoMessage] | None:
     """The response type of an HTTP+JSON operation, by method and path."""
     path = path.split("?")[0].rstrip("/") or "/"
-    if method == "GET" and path == "/.well-known/agent-card.json":
+    if method == "GET" and path in ("/.well-known/agent-card.json", "/extendedAgentCard"):
         return a2a_types.AgentCard
     if method == "POST" and path == "/message:send":
         return a2a_types.SendMessageResponse

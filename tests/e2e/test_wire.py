@@ -154,7 +154,9 @@ def test_json_request_bodies_are_accepted(http: httpx.Client, content_type: str)
 def test_text_plain_body_is_unsupported_media_type(http: httpx.Client) -> None:
     body = json.dumps(message_body()).encode()
     response = http.post("/message:send", content=body, headers={"Content-Type": "text/plain"})
-    error_of(response, 415)
+    error = error_of(response, 415)
+    # The reason JSON-RPC gives the same refusal (-32005).
+    assert reason_of(error) == "CONTENT_TYPE_NOT_SUPPORTED"
     assert http.get("/tasks").json()["totalSize"] == 0
 
 

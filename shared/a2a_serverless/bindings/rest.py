@@ -67,11 +67,12 @@ def _status_and_body(request: Request, exc: Exception) -> tuple[int, dict[str, A
         return row.http_status, status_body(
             row.http_status, row.grpc_status, exc.message, a2a_error_details(exc)
         )
-    if isinstance(exc, UnsupportedMediaType | PayloadTooLarge):
-        code = 415 if isinstance(exc, UnsupportedMediaType) else 413
-        return code, status_body(
-            code, "INVALID_ARGUMENT", str(exc), error_details("INVALID_REQUEST")
-        )
+    if isinstance(exc, UnsupportedMediaType):
+        # HTTP's own 415, with the reason JSON-RPC gives the same refusal (one error table).
+        row = errors.ERRORS[errors.ContentTypeNotSupportedError]
+        return 415, status_body(415, row.grpc_status, str(exc), error_details(row.reason))
+    if isinstance(exc, PayloadTooLarge):
+        return 413, status_body(413, "INVALID_ARGUMENT", str(exc), error_details("INVALID_REQUEST"))
     if isinstance(exc, StarletteHTTPException):
         code = exc.status_code
         if code == 404:
