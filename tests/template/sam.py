@@ -25,6 +25,7 @@ TEMPLATE = ROOT / "template.yaml"
 REGION = "us-east-1"
 # Every Lambda function of the stack (logical ids).
 FUNCTIONS = (
+    "AuthorizerFunction",
     "AgentCardFunction",
     "SendMessageFunction",
     "GetTaskFunction",
@@ -137,6 +138,19 @@ def resolve_if(cfn: dict[str, Any], value: Any, parameters: dict[str, str] | Non
     return value
 
 
+def resolve_ifs(cfn: dict[str, Any], value: Any, parameters: dict[str, str] | None = None) -> Any:
+    """resolve_if all the way down: every nested `Fn::If` resolved, and a key or list item
+    whose value is AWS::NoValue left out (as CloudFormation does); other intrinsics kept."""
+    value = resolve_if(cfn, value, parameters)
+    if isinstance(value, dict):
+        resolved = {k: resolve_ifs(cfn, v, parameters) for k, v in value.items()}
+        return {k: v for k, v in resolved.items() if v is not None}
+    if isinstance(value, list):
+        items = [resolve_ifs(cfn, v, parameters) for v in value]
+        return [v for v in items if v is not None]
+    return value
+
+
 def routes(
     cfn: dict[str, Any], parameters: dict[str, str] | None = None
 ) -> dict[tuple[str, str], dict[str, Any]]:
@@ -233,6 +247,12 @@ def deployed_stages(cfn: dict[str, Any]) -> list[Any]:
 def condition_holds(cfn: dict[str, Any], name: str, parameters: dict[str, str]) -> bool:
     """Evaluates a template condition for the given parameter values (defaults otherwise), as
     CloudFormation would: Fn::Equals compares the values as strings."""
+    return expression_holds(cfn, cfn["Conditions"][name], parameters)
+
+
+def expression_holds(cfn: dict[str, Any], expression: Any, parameters: dict[str, str]) -> bool:
+    """A condition expression (Fn::Equals, Fn::Not, Fn::And, Fn::Or, Condition), e.g. a
+    rule's RuleCondition or Assert, for the given parameter values (defaults otherwise)."""
     values = {
         key: str(spec["Default"])
         for key, spec in cfn.get("Parameters", {}).items()
@@ -260,7 +280,7 @@ def condition_holds(cfn: dict[str, Any], name: str, parameters: dict[str, str]) 
             return all(holds(a) for a in args)
         raise AssertionError(f"unsupported condition function {function}")
 
-    return holds(cfn["Conditions"][name])
+    return holds(expression)
 
 
 # -- IAM ---------------------------------------------------------------------------------------

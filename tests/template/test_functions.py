@@ -14,7 +14,7 @@ from tests.template.sam import ROOT, resources_of_type
 
 WEB_ADAPTER = {"SendMessageFunction", "StreamFunction"}
 MANGUM = {"AgentCardFunction", "GetTaskFunction", "ListTasksFunction", "PushConfigFunction"}
-PLAIN = {"FlowWorkerFunction", "WebhookSenderFunction"}
+PLAIN = {"AuthorizerFunction", "FlowWorkerFunction", "WebhookSenderFunction"}
 ALL = WEB_ADAPTER | MANGUM | PLAIN
 
 LWA_LAYER = {

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.template.sam import rest_api_body
+from tests.template.sam import resolve_ifs, rest_api_body
 
 # responseType -> (HTTP status, google.rpc status name). The statuses are API Gateway's own for
 # each type (supported-gateway-response-types), except the unknown route's 404; the names are
 # google.rpc's for the HTTP status (code.proto), INVALID_ARGUMENT for 413 and 415.
 EXPECTED = {
-    "MISSING_AUTHENTICATION_TOKEN": (404, "NOT_FOUND"),  # unknown path or method
+    "MISSING_AUTHENTICATION_TOKEN": (404, "NOT_FOUND"),  # unknown path or method (not Iam)
     "RESOURCE_NOT_FOUND": (404, "NOT_FOUND"),
     "BAD_REQUEST_BODY": (400, "INVALID_ARGUMENT"),
     "BAD_REQUEST_PARAMETERS": (400, "INVALID_ARGUMENT"),
@@ -45,8 +45,9 @@ SAMPLE_CONTEXT = {
 }
 
 
-def _responses(cfn: dict[str, Any]) -> dict[str, Any]:
-    return rest_api_body(cfn)["x-amazon-apigateway-gateway-responses"]
+def _responses(cfn: dict[str, Any], parameters: dict[str, str] | None = None) -> dict[str, Any]:
+    """The gateway responses as deployed with the parameters (defaults otherwise)."""
+    return resolve_ifs(cfn, rest_api_body(cfn)["x-amazon-apigateway-gateway-responses"], parameters)
 
 
 def _render(template: str) -> Any:
@@ -120,3 +121,80 @@ def test_render_rejects_a_broken_template() -> None:
         _render('{"error":{"code":400,"message":$context.error.message}}')
     with pytest.raises(AssertionError):
         _render('{"error":{"code":$context.status,"message":$context.error.messageString}}')
+
+
+# -- Authentication (the Auth parameter) -------------------------------------------------------
+
+# Auth -> the WWW-Authenticate of a 401, as API Gateway sends it (the template's static value
+# is quoted: 'value'). None: no authentication, so no 401 either.
+CHALLENGES = {
+    "ApiKey": 'ApiKey realm="a2a", header="X-API-Key"',
+    "Jwt": 'Bearer realm="a2a"',
+    "Iam": "AWS4-HMAC-SHA256",
+    "None": None,
+}
+
+
+def _header(response: dict[str, Any], name: str) -> str | None:
+    """A static header value of a gateway response, unquoted (None when it has none)."""
+    value = response.get("responseParameters", {}).get(f"gatewayresponse.header.{name}")
+    if value is None:
+        return None
+    assert isinstance(value, str), f"{name} is not a static value: {value!r}"
+    assert len(value) >= 2 and value[0] == value[-1] == "'", f"{name} is not quoted: {value!r}"
+    return value[1:-1]
+
+
+@pytest.mark.parametrize("auth", sorted(CHALLENGES))
+def test_unauthorized_is_401_and_names_the_scheme(cfn: dict[str, Any], auth: str) -> None:
+    response = _responses(cfn, {"Auth": auth})["UNAUTHORIZED"]
+    assert response["statusCode"] == "401"
+    _status_shaped(response, 401, "UNAUTHENTICATED")
+    assert _header(response, "WWW-Authenticate") == CHALLENGES[auth]
+    assert set(response.get("responseParameters", {})) <= {
+        "gatewayresponse.header.WWW-Authenticate"
+    }
+
+
+@pytest.mark.parametrize("auth", ["ApiKey", "Jwt", "None"])
+def test_without_iam_an_unknown_route_stays_404(cfn: dict[str, Any], auth: str) -> None:
+    response = _responses(cfn, {"Auth": auth})["MISSING_AUTHENTICATION_TOKEN"]
+    assert response["statusCode"] == "404"
+    assert _header(response, "WWW-Authenticate") is None
+
+
+def test_in_iam_mode_an_unsigned_request_is_401_with_the_sigv4_challenge(
+    cfn: dict[str, Any],
+) -> None:
+    # API Gateway answers an AWS_IAM method without a signature, and an unknown route, with
+    # MISSING_AUTHENTICATION_TOKEN; the two cannot be told apart, the message says both.
+    response = _responses(cfn, {"Auth": "Iam"})["MISSING_AUTHENTICATION_TOKEN"]
+    assert response["statusCode"] == "401"
+    assert _header(response, "WWW-Authenticate") == "AWS4-HMAC-SHA256"
+    body = _render(response["responseTemplates"]["application/json"])
+    assert body == {
+        "error": {
+            "code": 401,
+            "status": "UNAUTHENTICATED",
+            "message": "Missing SigV4 signature or no operation at this path",
+        }
+    }
+
+
+@pytest.mark.parametrize("auth", sorted(CHALLENGES))
+def test_every_mode_keeps_the_other_statuses(cfn: dict[str, Any], auth: str) -> None:
+    responses = _responses(cfn, {"Auth": auth})
+    assert set(responses) == set(EXPECTED) | set(FALLBACKS)
+    for response_type, (code, status) in EXPECTED.items():
+        if response_type == "MISSING_AUTHENTICATION_TOKEN":
+            continue
+        assert responses[response_type]["statusCode"] == str(code), (auth, response_type)
+        _status_shaped(responses[response_type], code, status)
+    assert responses["ACCESS_DENIED"]["statusCode"] == "403"
+
+
+def test_header_check_can_fail() -> None:
+    with pytest.raises(AssertionError):
+        _header({"responseParameters": {"gatewayresponse.header.X": "unquoted"}}, "X")
+    with pytest.raises(AssertionError):
+        _header({"responseParameters": {"gatewayresponse.header.X": {"Fn::If": []}}}, "X")

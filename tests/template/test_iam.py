@@ -48,6 +48,8 @@ READ = {"dynamodb:GetItem": {TABLE}, "dynamodb:Query": {TABLE}}
 WRITE = {**READ, "dynamodb:PutItem": {TABLE}, "dynamodb:UpdateItem": {TABLE}}
 
 GRANTS: dict[str, dict[str, set[str]]] = {
+    # One API key record by the key's hash; JWTs need no AWS call (the JWKS is public HTTPS).
+    "AuthorizerFunction": {"dynamodb:GetItem": {TABLE}},
     "AgentCardFunction": {},
     "GetTaskFunction": {"dynamodb:Query": {TABLE}},  # a task is read as its partition
     # Counters by key, tasks through the indexes (GetItem never addresses an index).

@@ -113,6 +113,17 @@ def test_the_template_allows_what_stream_function_does(cfn: dict[str, Any]) -> N
     assert not report.failed, report.denied
 
 
+def test_the_authorizer_may_read_a_key_record_and_nothing_else(cfn: dict[str, Any]) -> None:
+    lookup = Call("AuthorizerFunction", "dynamodb:GetItem", TABLE)
+    report = evaluate(log_of(lookup), cfn)
+    assert not report.failed, report.denied
+    assert {(g.action, g.key) for g in report.granted["AuthorizerFunction"]} == {
+        ("dynamodb:GetItem", '{"Fn::GetAtt": ["TasksTable", "Arn"]}')
+    }
+    assert report.unused["AuthorizerFunction"] == []
+    assert report.observed["AuthorizerFunction"] == {lookup}
+
+
 @pytest.mark.parametrize(
     "call",
     [
@@ -121,6 +132,12 @@ def test_the_template_allows_what_stream_function_does(cfn: dict[str, Any]) -> N
         Call("ListTasksFunction", "dynamodb:Query", TABLE.replace("TasksTable", "Other")),
         Call("WebhookSenderFunction", "sqs:SendMessage", queue("somebody-elses")),
         Call("AgentCardFunction", "dynamodb:GetItem", TABLE),
+        # The authorizer reads one key record: no query, no write, no other table.
+        Call("AuthorizerFunction", "dynamodb:Query", TABLE),
+        Call("AuthorizerFunction", "dynamodb:PutItem", TABLE),
+        Call("AuthorizerFunction", "dynamodb:UpdateItem", TABLE),
+        Call("AuthorizerFunction", "dynamodb:GetItem", TABLE.replace("TasksTable", "Other")),
+        Call("AuthorizerFunction", "dynamodb:Query", f"{TABLE}/index/byOwner"),
         Call("FlowStateMachine", "lambda:InvokeFunction", WORKER.replace("Flow", "Other")),
         Call("NoSuchFunction", "dynamodb:GetItem", TABLE),  # no role at all
     ],

@@ -64,7 +64,12 @@ def test_no_catch_all_resources(cfn: dict[str, Any]) -> None:
 
 def test_the_gateway_may_invoke_each_function_on_exactly_its_routes(cfn: dict[str, Any]) -> None:
     granted: set[tuple[str, str, str]] = set()
-    for permission in resources_of_type(cfn, "AWS::Lambda::Permission").values():
+    permissions = resources_of_type(cfn, "AWS::Lambda::Permission")
+    # The authorizer's: on the API's authorizers, not a route (tests/template/test_auth.py).
+    assert permissions.pop("AuthorizerFunctionPermission")["Properties"]["FunctionName"] == {
+        "Fn::GetAtt": ["AuthorizerFunction", "Arn"]
+    }
+    for permission in permissions.values():
         props = permission["Properties"]
         assert props["Action"] == "lambda:InvokeFunction"
         assert props["Principal"] == "apigateway.amazonaws.com"
