@@ -18,7 +18,7 @@ A's resources, A on B's), every operation is tried on the other's resources:
   name the id it was asked about);
 - a mutation is any change of the other's own view (its tasks as GetTask shows them, their
   push configs, its listings) measured after every single attempt.
-The counts go to the terminal (`-s`) and to `.pytest-reports/isolation.json`.
+The counts go to the terminal (`-s`) and to `.pytest-reports/isolation-{open,ApiKey}.json`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import pytest
 
 from tests import wire
 from tests.e2e import rpc
-from tests.e2e.conftest import LOCAL_PRINCIPAL_HEADER, ROOT, checked_client
+from tests.e2e.conftest import LOCAL_PRINCIPAL_HEADER, ROOT, checked_client, server_fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -50,20 +50,29 @@ WAIT_SECONDS = 30.0
 
 # -- the two principals --------------------------------------------------------------------------
 #
-# ONE fixture names both principals as the request headers that authenticate each. In open mode
-# (the session's local stack) that is `X-Local-Principal`; to run this matrix with
-# authentication on, return each principal's credentials here instead (e.g. its API key
-# header, or `Authorization: Bearer <token>`) and the rest of the module is unchanged.
+# ONE fixture names both principals as the request headers that authenticate each: in open mode
+# (the session's local stack) `X-Local-Principal`; with Auth=ApiKey (a stack run as deployed,
+# the real authorizer in front of every route) each principal's own API key. The rest of the
+# module is the same for both.
+
+apikey_server = server_fixture("dev-isolation-apikey", args=("--param", "Auth=ApiKey"))
 
 
-@pytest.fixture
-def principals() -> dict[str, dict[str, str]]:
-    """A and B: the issue's `#`-collision pair, unique per run (the server is shared)."""
+@pytest.fixture(params=["open", "ApiKey"])
+def target(request: pytest.FixtureRequest, base_url: str) -> tuple[str, dict[str, dict[str, str]]]:
+    """(base URL, A's and B's headers): the issue's `#`-collision pair, unique per run."""
     base = f"alice2-{uuid.uuid4().hex[:8]}"
-    return {
-        "A": {LOCAL_PRINCIPAL_HEADER: base},
-        "B": {LOCAL_PRINCIPAL_HEADER: f"{base}#proj"},
-    }
+    names = {"A": base, "B": f"{base}#proj"}
+    if request.param == "open":
+        return base_url, {k: {LOCAL_PRINCIPAL_HEADER: v} for k, v in names.items()}
+    server = request.getfixturevalue("apikey_server")
+    keys: dict[str, dict[str, str]] = {}
+    with httpx.Client(base_url=server.base_url, timeout=30) as admin:
+        for k, name in names.items():
+            made = admin.post("/_local/keys", json={"principal": name})
+            assert made.status_code == 201, made.text
+            keys[k] = {"X-API-Key": made.json()["apiKey"]}
+    return server.base_url, keys
 
 
 # The context of each principal's first tasks: the same unescaped key `alice2…#proj#1`.
@@ -716,8 +725,9 @@ def run_direction(tally: Tally, actor: World, victim: World, callers: dict[str, 
 
 @pytest.fixture
 def callers(
-    base_url: str, principals: dict[str, dict[str, str]]
+    target: tuple[str, dict[str, dict[str, str]]],
 ) -> Iterator[dict[str, dict[str, Caller]]]:
+    base_url, principals = target
     made = {
         name: {b: Caller(base_url, headers, b) for b in BINDINGS}
         for name, headers in principals.items()
@@ -729,8 +739,9 @@ def callers(
 
 
 def test_two_principals_share_nothing_on_any_binding(
-    callers: dict[str, dict[str, Caller]],
+    callers: dict[str, dict[str, Caller]], request: pytest.FixtureRequest
 ) -> None:
+    mode = request.node.callspec.params["target"]
     worlds = {name: build_world(name, by_binding["rest"]) for name, by_binding in callers.items()}
     a, b = worlds["A"], worlds["B"]
     # The detector is live: each owner's own answers do hold its values.
@@ -746,9 +757,11 @@ def test_two_principals_share_nothing_on_any_binding(
     finally:
         report = tally.report()
         REPORT.parent.mkdir(exist_ok=True)
-        REPORT.write_text(json.dumps(report, indent=2) + "\n")
+        report["mode"] = mode
+        REPORT.with_name(f"isolation-{mode}.json").write_text(json.dumps(report, indent=2) + "\n")
         print(
-            f"\nisolation: {len(tally.operations)} operations x {len(tally.bindings)} bindings"
+            f"\nisolation ({mode}): {len(tally.operations)} operations x "
+            f"{len(tally.bindings)} bindings"
             f" ({len(tally.pairs)} pairs) x {len(tally.directions)} directions,"
             f" {tally.attempts} attempts:"
             f" {len(tally.leaks)} leaks, {len(tally.mutations)} mutations,"

@@ -7,7 +7,40 @@ import logging
 import os
 import sys
 
+from a2a_serverless.local.issuer import ISSUER_PATH, LOCAL_AUDIENCE
+
 DEFAULT_PORT = 8000
+
+
+def auth_banner(parameters: dict[str, str], base: str) -> list[str]:
+    """What the banner says about authentication: the mode, and how to get a credential."""
+    mode = parameters.get("Auth", "None")
+    url = "" if base == f"http://127.0.0.1:{DEFAULT_PORT}" else f" --url {base}"
+    if mode == "None":
+        return ["auth: none — open; name a principal with X-Local-Principal"]
+    if mode == "ApiKey":
+        return [
+            "auth: ApiKey — send X-API-Key: <key> (X-Local-Principal is ignored)",
+            f"  make a key: scripts/auth create-key --principal alice{url}",
+        ]
+    if mode == "Jwt":
+        issuer = parameters.get("JwtIssuer", "")
+        lines = [
+            "auth: Jwt — send Authorization: Bearer <token> (X-Local-Principal is ignored)",
+            f"  issuer: {issuer}   audience: {parameters.get('JwtAudience', '')}",
+        ]
+        if issuer.rstrip("/").endswith(ISSUER_PATH):
+            lines.append(f"  make a token: scripts/auth token --sub alice{url}")
+        else:
+            lines.append("  tokens come from that issuer (the local one serves none)")
+        return lines
+    if mode == "Iam":
+        return [
+            "auth: Iam — SigV4-sign requests (service execute-api, region us-east-1); "
+            "X-Local-Principal is ignored",
+            f"  make credentials: scripts/auth iam-credentials --user alice{url}",
+        ]
+    return [f"auth: {mode}"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     parameters = dict(p.split("=", 1) for p in args.param)
     if args.flow:
         parameters["Flow"] = args.flow
+    base = f"http://{args.host}:{args.port}"
+    if parameters.get("Auth") == "Jwt" and not parameters.get("JwtIssuer"):
+        # No issuer of your own: this server is one (local/issuer.py), and the authorizer
+        # fetches its JWKS over HTTP as it would from Cognito or Auth0.
+        parameters["JwtIssuer"] = f"{base}{ISSUER_PATH}"
+        parameters.setdefault("JwtAudience", LOCAL_AUDIENCE)
 
     import uvicorn
 
@@ -43,9 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     stack = LocalStack(parameters=parameters).start()
     try:
         gateway = stack.gateway()
-        base = f"http://{args.host}:{args.port}"
         print(f"a2a-serverless local stack: {base}", flush=True)
         print(f"  Agent Card: {base}/.well-known/agent-card.json", flush=True)
+        for line in auth_banner(stack.parameters, base):
+            print(f"  {line}", flush=True)
         print(f"  flow: {stack.env.get('FLOW')}   (Ctrl-C stops)", flush=True)
         uvicorn.run(
             gateway,

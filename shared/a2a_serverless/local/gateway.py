@@ -1,44 +1,78 @@
 """API Gateway REST emulation for the local stack: one ASGI app with the template's routes.
 
 It matches a request to a function's app as API Gateway matches resources (literal paths win
-over `{parameter}` ones), answers an unknown route as the template's GatewayResponses do, and
-adds the request context a function reads (`x-amzn-request-context`), with the principal a
-local client names in `x-local-principal` standing in for a Lambda authorizer's.
+over `{parameter}` ones), answers an unknown route as the template's GatewayResponses do, runs
+the checks the template's security puts on a method (Lambda authorizer, API key, SigV4: see
+local/authorizers.py) and adds the request context a function reads (`x-amzn-request-context`).
+
+With `Auth=None` (the local default) nothing is checked and the principal a local client names
+in `x-local-principal` stands in for an authorizer's. In the other modes that header is
+dropped: only a credential names the caller. `/_local/...` are the local stack's own admin
+endpoints (keys, tokens, IAM users: local/admin.py), never part of the template.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from typing import Any
 
 from a2a_serverless.bindings.cors import allowed_origin, parse_origins, preflight_headers
+from a2a_serverless.local.authorizers import (
+    GatewayError,
+    GatewayResponses,
+    Guard,
+    ReceivedRequest,
+    RenderedResponse,
+)
+
+logger = logging.getLogger(__name__)
 
 LOCAL_PRINCIPAL_HEADER = "x-local-principal"
+ADMIN_PREFIX = "/_local/"
+REQUEST_CONTEXT_HEADER = b"x-amzn-request-context"
 
 
 class Gateway:
     """An ASGI app that routes like an API Gateway REST API and adds its request context."""
 
     def __init__(
-        self, routes: list[tuple[str, str, Any]], stage: str = "prod", cors_allow_origins: str = ""
+        self,
+        routes: list[tuple[str, str, Any]],
+        stage: str = "prod",
+        cors_allow_origins: str = "",
+        *,
+        auth_mode: str = "None",
+        guard: Guard | None = None,
+        responses: GatewayResponses | None = None,
+        admin: Any = None,
     ) -> None:
         self.stage = stage
         # The template's CorsAllowOrigins: set, every path answers OPTIONS here (preflight).
         self.cors_allow_origins = cors_allow_origins
+        self.auth_mode = auth_mode
+        self.guard = guard
+        self.responses = responses
+        self.admin = admin  # an ASGI app for /_local/ (local/admin.py)
         self.routes = []
         for method, path, app in routes:
             pattern = re.escape(path)
-            pattern = re.sub(r"\\\{[^/}]+\\\}", "[^/]+", pattern)
+            pattern = re.sub(r"\\\{([^/}]+)\\\}", r"(?P<\1>[^/]+)", pattern)
             self.routes.append((method, re.compile(f"^{pattern}/?$"), path, app))
         # Literal paths win over parameterised ones, as in API Gateway.
         self.routes.sort(key=lambda r: r[2].count("{"))
 
     def match(self, method: str, path: str) -> tuple[Any, str] | None:
+        found = self._match(method, path)
+        return (found[0], found[1]) if found else None
+
+    def _match(self, method: str, path: str) -> tuple[Any, str, dict[str, str]] | None:
         for route_method, pattern, resource, app in self.routes:
-            if route_method == method and pattern.match(path):
-                return app, resource
+            matched = pattern.match(path)
+            if route_method == method and matched:
+                return app, resource, matched.groupdict()
         return None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -52,6 +86,9 @@ class Gateway:
                     return
         if scope["type"] != "http":
             return
+        if self.admin is not None and scope["path"].startswith(ADMIN_PREFIX):
+            await self.admin(scope, receive, send)
+            return
         if (
             scope["method"] == "OPTIONS"
             and parse_origins(self.cors_allow_origins)
@@ -59,53 +96,110 @@ class Gateway:
         ):
             await self._preflight(scope, send)
             return
-        found = self.match(scope["method"], scope["path"])
+        request_id = str(uuid.uuid4())
+        found = self._match(scope["method"], scope["path"])
         if found is None:
-            # What API Gateway answers for a route it does not have (see template GatewayResponses).
-            body = json.dumps(
-                {
-                    "error": {
-                        "code": 404,
-                        "status": "NOT_FOUND",
-                        "message": f"No operation at {scope['method']} {scope['path']}",
-                    }
-                }
-            ).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 404,
-                    "headers": [(b"content-type", b"application/json")],
-                }
+            # What API Gateway answers for a route it does not have (MISSING_AUTHENTICATION_
+            # TOKEN: the template turns it into a 404, or a 401 in Iam mode).
+            await self._gateway_error(
+                scope,
+                send,
+                GatewayError("MISSING_AUTHENTICATION_TOKEN", "Missing Authentication Token"),
+                request_id,
+                fallback=(404, f"No operation at {scope['method']} {scope['path']}"),
             )
-            await send({"type": "http.response.body", "body": body})
             return
-        app, resource = found
+        app, resource, path_parameters = found
+        received_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         headers = [
             (k, v)
             for k, v in scope["headers"]
-            if k.lower() not in (b"x-amzn-request-context", LOCAL_PRINCIPAL_HEADER.encode())
+            if k.lower() not in (REQUEST_CONTEXT_HEADER, LOCAL_PRINCIPAL_HEADER.encode())
         ]
-        principal = next(
-            (
-                v.decode()
-                for k, v in scope["headers"]
-                if k.lower() == LOCAL_PRINCIPAL_HEADER.encode()
-            ),
-            None,
-        )
+        source_ip = (scope.get("client") or ("127.0.0.1",))[0]
         context: dict[str, Any] = {
             "resourcePath": resource,
             "httpMethod": scope["method"],
-            "requestId": str(uuid.uuid4()),
+            "requestId": request_id,
             "stage": self.stage,
-            "identity": {"sourceIp": (scope.get("client") or ("127.0.0.1",))[0]},
+            "identity": {"sourceIp": source_ip},
         }
-        if principal:
-            # Local stand-in for a Lambda authorizer's principalId.
-            context["authorizer"] = {"principalId": principal}
-        headers.append((b"x-amzn-request-context", json.dumps(context).encode()))
+        if self.auth_mode == "None":
+            principal = next(
+                (v for k, v in received_headers if k.lower() == LOCAL_PRINCIPAL_HEADER), None
+            )
+            if principal:
+                # Local stand-in for a Lambda authorizer's principalId.
+                context["authorizer"] = {"principalId": principal, "scheme": "local"}
+        if self.guard is not None:
+            security = self.guard.security(resource, scope["method"])
+            if not security.open:
+                body = b""
+                if security.sigv4:
+                    # The signature covers the body: read it now, replay it to the function.
+                    body, receive = await _buffered(receive)
+                request = ReceivedRequest(
+                    method=scope["method"],
+                    path=scope["path"],
+                    raw_path=(scope.get("raw_path") or scope["path"].encode()).decode("latin-1"),
+                    resource=resource,
+                    query_string=(scope.get("query_string") or b"").decode("latin-1"),
+                    headers=[
+                        (k, v) for k, v in received_headers if k.lower() != LOCAL_PRINCIPAL_HEADER
+                    ],
+                    source_ip=source_ip,
+                    stage=self.stage,
+                    path_parameters=path_parameters,
+                    body=body,
+                    request_id=request_id,
+                )
+                try:
+                    admitted = await self.guard.check(request)
+                except GatewayError as error:
+                    await self._gateway_error(scope, send, error, request_id)
+                    return
+                if admitted.authorizer is not None:
+                    context["authorizer"] = admitted.authorizer
+                context["identity"].update(admitted.identity)
+        headers.append((REQUEST_CONTEXT_HEADER, json.dumps(context).encode()))
         await app({**scope, "headers": headers}, receive, send)
+
+    async def _gateway_error(
+        self,
+        scope: dict[str, Any],
+        send: Any,
+        error: GatewayError,
+        request_id: str,
+        fallback: tuple[int, str] | None = None,
+    ) -> None:
+        """The template's gateway response for `error` (fallback: status and message when
+        the template has no GatewayResponses)."""
+        request_headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.responses is not None:
+            rendered = self.responses.render(
+                error.response_type,
+                error.message,
+                request_id=request_id,
+                request_headers=request_headers,
+            )
+        else:
+            status, message = fallback or (401, error.message)
+            rendered = RenderedResponse(
+                status,
+                [("content-type", "application/json")],
+                json.dumps({"message": message}).encode(),
+            )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": rendered.status,
+                "headers": [
+                    (k.lower().encode("latin-1"), v.encode("latin-1"))
+                    for k, v in [*rendered.headers, ("x-amzn-requestid", request_id)]
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": rendered.body})
 
     async def _preflight(self, scope: dict[str, Any], send: Any) -> None:
         """The template's OPTIONS mock integration: 204, the Origin echoed only if allowed."""
@@ -120,3 +214,28 @@ class Gateway:
             }
         )
         await send({"type": "http.response.body", "body": b""})
+
+
+async def _buffered(receive: Any) -> tuple[bytes, Any]:
+    """The whole request body, and a `receive` that gives it again and then passes on the
+    client's later messages (a disconnect, which a streaming function watches for)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        message: dict[str, Any] = await receive()
+        return message
+
+    return body, replay

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -26,9 +27,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from a2a_serverless.local import moto_patches, resources
+from a2a_serverless.local.admin import LocalAdmin
+from a2a_serverless.local.authorizers import GatewayResponses, Guard, LocalUsagePlan
 from a2a_serverless.local.calls import CALL_LOG_ENV, CallRecorder, acting_as
 from a2a_serverless.local.events import EventSources
 from a2a_serverless.local.gateway import LOCAL_PRINCIPAL_HEADER, Gateway
+from a2a_serverless.local.issuer import ISSUER_PATH, LOCAL_AUDIENCE, LocalIssuer
 from a2a_serverless.local.resources import (
     ACCOUNT,
     REGION,
@@ -39,6 +43,7 @@ from a2a_serverless.local.resources import (
     LambdaContext,
     project_root,
 )
+from a2a_serverless.local.sigv4 import IamUsers
 from a2a_serverless.local.template import Resolver, load_template, parameter_defaults
 
 # Names other modules import from here.
@@ -58,7 +63,13 @@ logger = logging.getLogger(__name__)
 
 # Parameter values of the local stack where the template's defaults are for deployment: the
 # developer's webhook receiver runs on this machine, over http.
-LOCAL_PARAMETERS = {"PushAllowHttp": "true", "PushAllowHosts": "127.0.0.1,localhost,::1"}
+# Auth: open, as before authentication existed (X-Local-Principal names the caller);
+# `scripts/dev --param Auth=ApiKey|Jwt|Iam` runs the template's authentication as deployed.
+LOCAL_PARAMETERS = {
+    "PushAllowHttp": "true",
+    "PushAllowHosts": "127.0.0.1,localhost,::1",
+    "Auth": "None",
+}
 # The credentials and region every boto3 client of the stack picks up.
 _BASE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -144,6 +155,8 @@ class LocalStack:
         self.stack_id = uuid.uuid4().hex  # names this stack's calls (local/calls.py)
         # Execution role ARN -> logical id of the state machine that runs with it.
         self._state_machine_roles: dict[str, str] = {}
+        # The template's values for this stack (set by start(); the gateway reads the Api).
+        self.resolver: Resolver | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -161,8 +174,11 @@ class LocalStack:
         moto_patches.cheap_transactions(self._patches)
         moto_patches.fifo_groups_in_order(self._patches)
         template_resources = self.template["Resources"]
-        resolver = Resolver(
-            {**self.parameters, "AWS::Region": REGION, "AWS::AccountId": ACCOUNT}, {}, {}
+        resolver = self.resolver = Resolver(
+            {**self.parameters, "AWS::Region": REGION, "AWS::AccountId": ACCOUNT},
+            {},
+            {},
+            conditions=self.template.get("Conditions") or {},
         )
         resources.create_tables(template_resources, resolver)
         self.queues = resources.create_queues(template_resources, resolver)
@@ -317,12 +333,88 @@ class LocalStack:
     # -- API Gateway emulation -------------------------------------------------------------
 
     def gateway(self) -> Gateway:
+        """The API of the template: its routes, the checks its security puts on each
+        method, its gateway responses, and the local admin endpoints of the Auth mode."""
         routes = []
         for logical_id, spec in self.functions.items():
             for method, path in spec.events:
                 routes.append((method, path, self.app_for(logical_id)))
+        auth_mode = self.parameters.get("Auth", "None")
+        api = self._api_properties()
+        usage_plan = LocalUsagePlan() if auth_mode == "ApiKey" else None
+        iam_users = IamUsers(ACCOUNT) if auth_mode == "Iam" else None
+        issuer = self._local_issuer() if auth_mode == "Jwt" else None
+        guard = Guard(
+            api.get("DefinitionBody") or {},
+            region=REGION,
+            account=ACCOUNT,
+            api_id="local",
+            handler_for_uri=self._authorizer_for_uri,
+            usage_plan=usage_plan,
+            iam_users=iam_users,
+        )
+
+        def key_admin() -> Any:
+            from a2a_serverless import wiring
+            from a2a_serverless.core.auth import ApiKeyAdmin
+
+            return ApiKeyAdmin(wiring.get_store(), usage_plan)
+
+        admin = LocalAdmin(
+            auth_mode,
+            usage_plan=usage_plan,
+            key_admin=key_admin if usage_plan is not None else None,
+            issuer=issuer,
+            iam_users=iam_users,
+        )
         return Gateway(
             routes,
             stage=self.parameters.get("StageName", "prod"),
             cors_allow_origins=self.parameters.get("CorsAllowOrigins", ""),
+            auth_mode=auth_mode,
+            guard=guard,
+            responses=GatewayResponses(
+                api.get("GatewayResponses"),
+                (api.get("DefinitionBody") or {}).get("x-amazon-apigateway-gateway-responses"),
+            ),
+            admin=admin,
         )
+
+    def _api_properties(self) -> dict[str, Any]:
+        """The template's REST API (AWS::Serverless::Api) properties, resolved for this
+        stack's parameters (its conditions decide the security and gateway responses)."""
+        if self.resolver is None:
+            raise RuntimeError("the local stack is not started")
+        apis = [
+            resource
+            for resource in self.template["Resources"].values()
+            if resource["Type"] == "AWS::Serverless::Api"
+        ]
+        if len(apis) != 1:
+            raise ValueError(f"the local gateway serves one AWS::Serverless::Api, not {len(apis)}")
+        props = apis[0].get("Properties") or {}
+        return {
+            key: self.resolver.resolve(props[key])
+            for key in ("DefinitionBody", "GatewayResponses")
+            if key in props
+        }
+
+    def _authorizer_for_uri(self, uri: str) -> tuple[Handler, Any]:
+        """The handler of the function an `authorizerUri` invokes, and its Lambda context."""
+        match = re.search(r"/functions/(?P<arn>[^/]+)/invocations$", uri)
+        arn = match["arn"] if match else ""
+        for logical_id in self.functions:
+            if (
+                self.resolver is not None
+                and self.resolver.attributes.get(f"{logical_id}.Arn") == arn
+            ):
+                return self.handler_for(logical_id), LambdaContext(f"{STACK}-{logical_id}")
+        raise KeyError(f"authorizerUri names no function of the stack: {uri}")
+
+    def _local_issuer(self) -> LocalIssuer | None:
+        """The local OIDC issuer when the stack's JwtIssuer is this server's `/_local/oidc`
+        (scripts/dev sets it when no issuer is given); None for an issuer of your own."""
+        issuer = self.parameters.get("JwtIssuer", "")
+        if not issuer.rstrip("/").endswith(ISSUER_PATH):
+            return None
+        return LocalIssuer(issuer, self.parameters.get("JwtAudience") or LOCAL_AUDIENCE)

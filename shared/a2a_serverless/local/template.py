@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,20 +61,41 @@ def load_template(path: Path) -> dict[str, Any]:
 _SUB = re.compile(r"\$\{([^}!]+)\}")
 
 
+class _NoValue:
+    """`Ref: AWS::NoValue`: the property (or list item) it is the value of is dropped."""
+
+    def __repr__(self) -> str:
+        return "AWS::NoValue"
+
+
+NO_VALUE: Any = _NoValue()
+
+
 @dataclass
 class Resolver:
-    """Resolves Ref / GetAtt / Sub against parameters and known local resource values."""
+    """Resolves Ref / GetAtt / Sub / Join and the condition functions (If, Equals, Not, And,
+    Or, Condition) against parameters, the template's Conditions and known local resource
+    values. `Ref: AWS::NoValue` drops the key or list item holding it, as CloudFormation does.
+    """
 
     parameters: dict[str, str]
     refs: dict[str, str]
     attributes: dict[str, str]
+    # The template's Conditions section (name -> condition function), evaluated on demand.
+    conditions: dict[str, Any] = field(default_factory=dict)
+    _evaluated: dict[str, bool] = field(default_factory=dict, init=False, repr=False)
+    _evaluating: set[str] = field(default_factory=set, init=False, repr=False)
 
     def resolve(self, value: Any) -> Any:
+        resolved = self._resolve(value)
+        return None if resolved is NO_VALUE else resolved
+
+    def _resolve(self, value: Any) -> Any:
         if isinstance(value, dict):
             if len(value) == 1:
                 ((key, arg),) = value.items()
                 if key == "Ref":
-                    return self._ref(arg)
+                    return NO_VALUE if arg == "AWS::NoValue" else self._ref(arg)
                 if key == "Fn::GetAtt":
                     return self._getatt(arg if isinstance(arg, list) else arg.split(".", 1))
                 if key == "Fn::Sub":
@@ -82,10 +103,58 @@ class Resolver:
                 if key == "Fn::Join":
                     sep, items = arg
                     return sep.join(str(self.resolve(i)) for i in items)
-            return {k: self.resolve(v) for k, v in value.items()}
+                if key == "Fn::If":
+                    # Only the chosen branch is resolved: the other may name what this
+                    # configuration does not have (a resource left out by its condition).
+                    name, when_true, when_false = arg
+                    return self._resolve(when_true if self.condition(name) else when_false)
+                if key in ("Fn::Equals", "Fn::Not", "Fn::And", "Fn::Or", "Condition"):
+                    return self._evaluate(value)
+            resolved = {k: self._resolve(v) for k, v in value.items()}
+            return {k: v for k, v in resolved.items() if v is not NO_VALUE}
         if isinstance(value, list):
-            return [self.resolve(v) for v in value]
+            items = [self._resolve(v) for v in value]
+            return [v for v in items if v is not NO_VALUE]
         return value
+
+    def condition(self, name: str) -> bool:
+        """The value of the template's condition `name` for these parameters."""
+        if name not in self._evaluated:
+            if name not in self.conditions:
+                raise KeyError(f"no condition {name} in the template")
+            if name in self._evaluating:
+                raise ValueError(f"condition {name} refers to itself")
+            self._evaluating.add(name)
+            try:
+                self._evaluated[name] = self._evaluate(self.conditions[name])
+            finally:
+                self._evaluating.discard(name)
+        return self._evaluated[name]
+
+    def _evaluate(self, value: Any) -> bool:
+        """A condition function (Fn::Equals/Not/And/Or or Condition) as a boolean."""
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, dict) or len(value) != 1:
+            raise ValueError(f"not a condition: {value!r}")
+        ((key, arg),) = value.items()
+        if key == "Condition":
+            return self.condition(arg)
+        if key == "Fn::Equals":
+            left, right = (self.resolve(v) for v in arg)
+            return _scalar(left) == _scalar(right)
+        if key == "Fn::Not":
+            (inner,) = arg
+            return not self._evaluate(inner)
+        if key == "Fn::And":
+            return all(self._evaluate(v) for v in arg)
+        if key == "Fn::Or":
+            return any(self._evaluate(v) for v in arg)
+        if key == "Fn::If":  # allowed inside a condition: the chosen branch's condition
+            return self._evaluate(self._resolve(value))
+        raise ValueError(f"not a condition function: {key}")
 
     def _ref(self, name: str) -> str:
         if name in self.parameters:
@@ -125,6 +194,15 @@ class Resolver:
             return self._ref(name)
 
         return _SUB.sub(replace, template)
+
+
+def _scalar(value: Any) -> Any:
+    """CloudFormation compares parameter values as strings (a Number parameter too)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    return value
 
 
 def parameter_defaults(template: dict[str, Any]) -> dict[str, str]:

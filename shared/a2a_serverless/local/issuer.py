@@ -1,0 +1,77 @@
+"""The local stack's own OIDC issuer (`Auth=Jwt` without a JwtIssuer of your own).
+
+A key pair generated when the stack starts signs the tokens `scripts/auth token` asks for;
+the discovery document and the JWKS are served by the local gateway under `/_local/oidc`, so
+the real authorizer fetches and caches them over HTTP exactly as it does from Cognito, Entra
+or Auth0. The private key never leaves the process and dies with it (old tokens are then
+refused: their `kid` is unknown to the next run).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from joserfc import jwt
+from joserfc.jwk import ECKey
+
+ALGORITHM = "ES256"
+LOCAL_AUDIENCE = "a2a-local"
+ISSUER_PATH = "/_local/oidc"
+MAX_EXPIRES_IN = 24 * 3600
+
+
+class LocalIssuer:
+    """Signs tokens for `issuer`/`audience` with a key generated at start."""
+
+    def __init__(self, issuer: str, audience: str) -> None:
+        self.issuer = issuer.rstrip("/")
+        self.audience = audience
+        self.kid = f"local-{secrets.token_hex(6)}"
+        self._key = ECKey.generate_key(
+            "P-256", parameters={"kid": self.kid, "alg": ALGORITHM, "use": "sig"}, private=True
+        )
+
+    def discovery(self) -> dict[str, Any]:
+        """`/.well-known/openid-configuration`: what an OIDC relying party reads."""
+        return {
+            "issuer": self.issuer,
+            "jwks_uri": f"{self.issuer}/jwks.json",
+            "token_endpoint": f"{self.issuer.split(ISSUER_PATH)[0]}/_local/tokens",
+            "id_token_signing_alg_values_supported": [ALGORITHM],
+            "response_types_supported": ["token"],
+            "subject_types_supported": ["public"],
+        }
+
+    def jwks(self) -> dict[str, Any]:
+        return {"keys": [self._key.as_dict(private=False)]}
+
+    def token(
+        self,
+        sub: str,
+        scopes: list[str] | None = None,
+        expires_in: int = 3600,
+        claims: dict[str, Any] | None = None,
+    ) -> str:
+        """A signed JWT for `sub` (extra `claims` may not override the registered ones)."""
+        if not isinstance(sub, str) or not sub or len(sub) > 255:
+            raise ValueError("sub must be a non-empty string of at most 255 characters")
+        if not isinstance(expires_in, int) or not 1 <= expires_in <= MAX_EXPIRES_IN:
+            raise ValueError(f"expiresIn must be 1..{MAX_EXPIRES_IN} seconds")
+        now = int(time.time())
+        payload: dict[str, Any] = dict(claims or {})
+        payload.update(
+            {
+                "iss": self.issuer,
+                "aud": self.audience,
+                "sub": sub,
+                "iat": now,
+                "nbf": now,
+                "exp": now + expires_in,
+                "jti": secrets.token_hex(8),
+            }
+        )
+        if scopes:
+            payload["scope"] = " ".join(scopes)
+        return jwt.encode({"alg": ALGORITHM, "kid": self.kid, "typ": "JWT"}, payload, self._key)
