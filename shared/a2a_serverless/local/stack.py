@@ -170,6 +170,7 @@ class LocalStack:
         self._mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}})
         self._mock.start()
         self._record_calls()
+        moto_patches.untracked_models(self._patches)
         moto_patches.serialize_calls(self._patches)
         moto_patches.cheap_transactions(self._patches)
         moto_patches.fifo_groups_in_order(self._patches)
