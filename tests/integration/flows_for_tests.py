@@ -127,3 +127,14 @@ def two_steps(ctx: StepContext) -> Outcome:
         ctx.state["seen"] = ctx.state.get("seen", 0) + 1
         return Outcome.next_step()
     return Outcome.completed(f"done after {ctx.state.get('seen')}")
+
+
+def metadata_echo(ctx: StepContext) -> Outcome:
+    """Turn 1 asks for input; every turn reports the request metadata it saw (and the task's)."""
+    import json
+
+    seen = {"request": ctx.request_metadata, "task": ctx.metadata}
+    ctx.artifact(json.dumps(seen, sort_keys=True), artifact_id=f"turn-{ctx.turn}")
+    if ctx.turn == 1:
+        return Outcome.input_required("more?")
+    return Outcome.completed()

@@ -234,3 +234,38 @@ def test_failed_start_execution_ends_the_task_failed() -> None:
         assert executions(stack) == []
     finally:
         stack.stop()
+
+
+def test_each_turn_sees_its_own_request_metadata(make_stack: Any) -> None:
+    """A follow-up's SendMessageRequest.metadata reaches the flow (ctx.request_metadata); the
+    task's metadata (ctx.metadata) stays the first send's."""
+    import json
+
+    from tests.integration.harness import A2A, invoke_web_adapter, load_event
+
+    stack = make_stack(Flow="tests.integration.flows_for_tests:metadata_echo")
+    alice = A2A(stack, "alice")
+
+    def send(body: dict[str, Any]) -> dict[str, Any]:
+        event = load_event("send_message.json", principal="alice", body=body)
+        return invoke_web_adapter(stack.app_for("SendMessageFunction"), event).task
+
+    first = send({"message": user_message("one"), "metadata": {"trace": "t-1"}})
+    assert first["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", first
+    second = send(
+        {"message": user_message("two", task_id=first["id"]), "metadata": {"trace": "t-2"}}
+    )
+    assert second["status"]["state"] == "TASK_STATE_COMPLETED", second
+    seen = {a["artifactId"]: json.loads(a["parts"][0]["text"]) for a in second["artifacts"]}
+    assert seen["turn-1"] == {"request": {"trace": "t-1"}, "task": {"trace": "t-1"}}
+    assert seen["turn-2"] == {"request": {"trace": "t-2"}, "task": {"trace": "t-1"}}
+    too_big = invoke_web_adapter(
+        stack.app_for("SendMessageFunction"),
+        load_event(
+            "send_message.json",
+            principal="alice",
+            body={"message": user_message("x"), "metadata": {"blob": "x" * 70_000}},
+        ),
+    )
+    assert too_big.status == 400 and "metadata" in too_big.body.decode(), too_big.body
+    assert alice.list().json["totalSize"] == 1

@@ -18,11 +18,16 @@ class TurnContext:
 
     caller: Caller
     extensions: tuple[str, ...] = ()
+    # The SendMessageRequest's metadata of this turn (a follow-up's too; bounded in size by
+    # the sender so the execution input stays far below Step Functions' 256 KB).
+    metadata: dict[str, Any] | None = None
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"caller": self.caller.wire()}
         if self.extensions:
             out["extensions"] = list(self.extensions)
+        if self.metadata:
+            out["requestMetadata"] = self.metadata
         return out
 
 

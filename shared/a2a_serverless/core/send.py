@@ -54,7 +54,7 @@ from a2a_serverless.models import (
     utcnow,
 )
 from a2a_serverless.observability import annotate, task_ended
-from a2a_serverless.store import ConflictError, Dedupe, TaskRecord, TaskStore
+from a2a_serverless.store import ConflictError, Dedupe, TaskRecord, TaskStore, utf8_size
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,9 @@ def _media_match(offered: str, accepted: str) -> bool:
     return (accepted_type in ("*", offered_type) or offered_type == "*") and (
         accepted_sub in ("*", offered_sub) or offered_sub == "*"
     )
+
+
+MAX_METADATA_BYTES = 65_536  # a SendMessageRequest's metadata, as JSON
 
 
 def content_hash(request: SendMessageRequest) -> str:
@@ -285,11 +288,14 @@ class MessageSender:
         `caller` (default: the owner, anonymous) and the activated `extensions` (see
         `ModePolicy.activate`) are what the turn's flow steps see."""
         who = caller if caller is not None and caller.principal == owner else Caller(owner)
-        turn = TurnContext(who, tuple(extensions))
+        turn = TurnContext(who, tuple(extensions), request.metadata or None)
         message = request.message
         config = request.configuration or SendMessageConfiguration()
         check_owner_size(owner)
         self._validate(message, config)
+        if request.metadata and utf8_size(json.dumps(request.metadata)) > MAX_METADATA_BYTES:
+            # It travels in the turn's execution input (Step Functions: 256 KB at most).
+            raise invalid_field("metadata", f"must be at most {MAX_METADATA_BYTES} bytes as JSON")
         dedupe = (
             Dedupe(
                 owner,

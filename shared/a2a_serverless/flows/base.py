@@ -146,6 +146,9 @@ class StepContext:
     # The extensions this turn's send activated: ones the client asked for in A2A-Extensions
     # that the flow declares in `extensions` (spec §4.6).
     extensions: list[str] = field(default_factory=list)
+    # This turn's SendMessageRequest.metadata (a follow-up's own); `metadata` is the task's,
+    # from the send that created it.
+    request_metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
     def text(self) -> str:

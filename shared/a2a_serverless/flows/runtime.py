@@ -1,6 +1,7 @@
 """Runs one flow step for the state machine (FlowWorkerFunction).
 
-Input  {"taskId", "turn", "step", "caller"?, "extensions"?} -> the same with "continue"
+Input  {"taskId", "turn", "step", "caller"?, "extensions"?, "requestMetadata"?}
+       -> the same with "continue"
 Input  {"action": "fail", "taskId", "turn", "error"} marks the turn failed (the Catch path).
 """
 
@@ -43,6 +44,7 @@ class _Step:
     step: int
     caller: dict[str, Any] | None = None  # who sent the turn's message (Caller.wire())
     extensions: tuple[str, ...] = ()  # the extensions the turn's send activated
+    request_metadata: dict[str, Any] | None = None  # the turn's SendMessageRequest.metadata
 
     def answer(self, go_on: bool = False) -> dict[str, Any]:
         """The state machine's input for its next choice (another step, or the end)."""
@@ -57,6 +59,8 @@ class _Step:
             answer["caller"] = self.caller
         if self.extensions:
             answer["extensions"] = list(self.extensions)
+        if self.request_metadata:
+            answer["requestMetadata"] = self.request_metadata
         return answer
 
 
@@ -107,6 +111,7 @@ class FlowWorker:
             int(event.get("step", 0)),
             caller if isinstance(caller, dict) else None,
             tuple(str(e) for e in extensions) if isinstance(extensions, list) else (),
+            metadata if isinstance(metadata := event.get("requestMetadata"), dict) else None,
         )
         annotate(task_id=step.task_id, turn=step.turn, step=step.step)
         turn = self.begin(step)
@@ -162,6 +167,7 @@ class FlowWorker:
             metadata=dict(record.metadata or {}),
             caller=_caller_of(step, record),
             extensions=list(step.extensions),
+            request_metadata=dict(step.request_metadata or {}),
         )
 
     def finish(
