@@ -292,6 +292,20 @@ def _paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
                 },
             }
         },
+        "/.well-known/jwks.json": {
+            "get": {
+                "operationId": "GetAgentCardJwks",
+                "summary": "The public key of the Agent Card's signatures (their `jku`)",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "A JSON Web Key Set (RFC 7517) of one ES256 key",
+                        "content": {"application/jwk-set+json": {"schema": {"type": "object"}}},
+                    },
+                    "404": {"description": "The card is not signed (no CardSigningKeyArn)"},
+                },
+            }
+        },
         "/extendedAgentCard": {
             "get": {
                 "operationId": "GetExtendedAgentCard",

@@ -26,6 +26,13 @@ class Settings(BaseSettings):
     agent_provider_org: str = ""
     agent_provider_url: str = ""
     agent_documentation_url: str = ""
+    agent_icon_url: str = Field("", description="The card's iconUrl; empty = none.")
+    card_signing_key: str = Field(
+        "",
+        description="Signs the Agent Card (spec §8.4, ES256): a KMS key (ECC_NIST_P256, "
+        "SIGN_VERIFY) as key id, ARN or alias; `local` = a key generated in process (the local "
+        "stack only); empty = unsigned. The public key is served at /.well-known/jwks.json.",
+    )
     public_base_url: str = Field(
         "", description="Base URL written into the Agent Card; derived from the request if empty."
     )

@@ -6,6 +6,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from a2a_serverless.core.card import CardFactory
+from a2a_serverless.core.card_signing import CardSigner, KmsCardSigner, LocalCardSigner
 from a2a_serverless.core.egress import EgressPolicy
 from a2a_serverless.core.executor import StepFunctionsExecutor
 from a2a_serverless.core.push import PushService
@@ -112,9 +113,26 @@ def get_webhook_sender() -> WebhookSender:
     )
 
 
+def card_signer(settings: Settings) -> CardSigner | None:
+    """The Agent Card's signer for CARD_SIGNING_KEY (None: the card is unsigned)."""
+    key = settings.card_signing_key.strip()
+    if not key:
+        return None
+    if key == "local":
+        if settings.lambda_task_root:
+            # Each instance would make its own key: a JWKS fetched from one would not verify
+            # a card served by another.
+            raise ValueError("CARD_SIGNING_KEY=local is for the local stack; use a KMS key")
+        return LocalCardSigner()
+    # The KMS client (and boto3 with it) only when a key is configured: the card function
+    # keeps its cold start otherwise.
+    return KmsCardSigner(aws_client("kms", settings), key)
+
+
 @lru_cache(maxsize=1)
 def get_card_factory() -> CardFactory:
-    return CardFactory(get_settings(), get_flow())
+    settings = get_settings()
+    return CardFactory(settings, get_flow(), signer=card_signer(settings))
 
 
 def get_api_key_store() -> ApiKeyStore:

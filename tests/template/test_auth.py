@@ -27,6 +27,9 @@ from tests.template.sam import (
 )
 
 PUBLIC_CARD = ("GET", "/.well-known/agent-card.json")
+# Public like the card: the key that verifies its signatures (the signatures' `jku`).
+PUBLIC_JWKS = ("GET", "/.well-known/jwks.json")
+PUBLIC = {PUBLIC_CARD, PUBLIC_JWKS}
 # Every Auth value, and what its methods' `security` must be.
 SECURITY = {
     "ApiKey": [{"A2AAuthorizer": []}, {"api_key": []}],
@@ -175,12 +178,12 @@ def test_every_route_but_the_public_card_has_the_modes_security(
     params = _params(auth, **cors)
     security = _security(cfn, params)
     functions_routes = {r for r in security if r[0] != "OPTIONS"}
-    assert PUBLIC_CARD in functions_routes and len(functions_routes) == 12
+    assert functions_routes >= PUBLIC and len(functions_routes) == 13
     protected = {route for route, value in security.items() if value is not None}
     if auth == "None":
         assert protected == set()
     else:
-        assert protected == functions_routes - {PUBLIC_CARD}
+        assert protected == functions_routes - PUBLIC
         assert ("GET", "/extendedAgentCard") in protected
     for route in protected:
         assert security[route] == SECURITY[auth], route
@@ -332,7 +335,7 @@ def test_with_no_parameters_changed_anonymous_callers_are_refused(cfn: dict[str,
     security = _security(cfn, defaults)
     schemes = _schemes(cfn, defaults)
     for route, value in security.items():
-        if route == PUBLIC_CARD:
+        if route in PUBLIC:
             assert value is None
             continue
         # Each requirement object is AND-ed: the authorizer (the key must be valid) and the

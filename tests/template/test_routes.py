@@ -23,7 +23,11 @@ from tests.template.sam import (
 
 # Each function's routes, as "METHOD path" pairs.
 _ROUTES_OF = {
-    "AgentCardFunction": ["GET /.well-known/agent-card.json", "GET /extendedAgentCard"],
+    "AgentCardFunction": [
+        "GET /.well-known/agent-card.json",
+        "GET /.well-known/jwks.json",
+        "GET /extendedAgentCard",
+    ],
     "SendMessageFunction": ["POST /message:send"],
     "ListTasksFunction": ["GET /tasks"],
     "GetTaskFunction": ["GET /tasks/{id}"],

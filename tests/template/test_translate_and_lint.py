@@ -49,6 +49,7 @@ def test_translates_to_plain_cloudformation(cfn: dict[str, Any]) -> None:
         "AWS::Lambda::LayerVersion",
         "AWS::Lambda::Permission",
         "AWS::IAM::Role",
+        "AWS::IAM::Policy",  # AgentCardSigningPolicy (CardSigningKeyArn set)
         "AWS::Lambda::EventSourceMapping",
         "AWS::SQS::Queue",
         "AWS::Logs::LogGroup",

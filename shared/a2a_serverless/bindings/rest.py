@@ -165,6 +165,20 @@ def card_router(factory: CardFactory) -> APIRouter:
             return Response(status_code=304, headers=headers)
         return JSONResponse(card, headers=headers, media_type="application/json")
 
+    @router.get("/.well-known/jwks.json")
+    def get_card_jwks() -> Response:
+        # Public, like the card: verifiers follow the signatures' `jku` here (spec §8.4).
+        jwks = factory.public_jwks()
+        if jwks is None:
+            message = "This agent does not sign its Agent Card (no CARD_SIGNING_KEY)"
+            return JSONResponse(status_body(404, "NOT_FOUND", message), status_code=404)
+        max_age = factory.settings.agent_card_max_age
+        return JSONResponse(
+            jwks,
+            headers={"Cache-Control": f"public, max-age={max_age}"},
+            media_type="application/jwk-set+json",
+        )
+
     extended = _versioned_router()
 
     @extended.get("/extendedAgentCard")

@@ -5,14 +5,18 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from a2a_serverless.core.card_signing import canonical_card, jwks_url, signature_for
 from a2a_serverless.core.errors import AuthenticationRequiredError, UnsupportedOperationError
 from a2a_serverless.models import (
+    A2AModel,
     AgentCapabilities,
     AgentCard,
     AgentExtension,
@@ -23,7 +27,26 @@ from a2a_serverless.models import (
 )
 from a2a_serverless.settings import Settings
 
+if TYPE_CHECKING:
+    from a2a_serverless.core.card_signing import CardSigner
+
 PROTOCOL_VERSION = "1.0"
+# Signatures kept per (base URL, card body): a few bases at most (the API's own domains).
+_SIGNATURE_CACHE_SIZE = 16
+
+
+class AgentCardSignature(A2AModel):
+    """A JWS over the card's canonical JSON (spec §4.4.7), detached: no payload."""
+
+    protected: str
+    signature: str
+    header: dict[str, Any] | None = None
+
+
+class SignedAgentCard(AgentCard):
+    """An Agent Card with its `signatures` (spec §8.4)."""
+
+    signatures: list[AgentCardSignature] | None = None
 
 
 class AgentProfile(Protocol):
@@ -107,10 +130,17 @@ def _code_modified_at(agent: AgentProfile) -> datetime:
 
 
 class CardFactory:
-    def __init__(self, settings: Settings, agent: AgentProfile) -> None:
+    def __init__(
+        self, settings: Settings, agent: AgentProfile, signer: CardSigner | None = None
+    ) -> None:
         self.settings = settings
         self.agent = agent
+        self.signer = signer
         self.modified_at = _code_modified_at(agent)
+        # (jku, canonical card) -> its signatures: a warm function signs each card once, not
+        # once per request (with KMS, a signature is a billed call of some tens of ms).
+        self._signatures: OrderedDict[tuple[str, bytes], list[dict[str, str]]] = OrderedDict()
+        self._signatures_lock = threading.Lock()  # the card app answers in a thread pool
 
     @property
     def offers_extended_card(self) -> bool:
@@ -128,11 +158,43 @@ class CardFactory:
             raise AuthenticationRequiredError("The extended agent card needs a credential")
         card = self.card(base_url)
         card.skills = [*card.skills, *extended_skills_of(self.agent)]
-        return card
+        if self.signer is None:
+            return card
+        signatures = self.signatures(card.wire(), base_url)
+        return SignedAgentCard(
+            **dict(card), signatures=[AgentCardSignature(**s) for s in signatures]
+        )
+
+    def base(self, base_url: str) -> str:
+        """The base URL the card names (PUBLIC_BASE_URL, else the one the request came to)."""
+        return (self.settings.public_base_url or base_url).rstrip("/")
+
+    def signatures(self, body: dict[str, Any], base_url: str) -> list[dict[str, str]]:
+        """The card body's signatures (spec §8.4), made once per body and base URL."""
+        assert self.signer is not None
+        jku = jwks_url(self.base(base_url))
+        canonical = canonical_card(body)
+        key = (jku, canonical)
+        with self._signatures_lock:
+            cached = self._signatures.get(key)
+            if cached is not None:
+                self._signatures.move_to_end(key)
+                return cached
+        # Signed outside the lock: two first requests may both sign; both results verify.
+        made = [signature_for(canonical, self.signer, jku)]
+        with self._signatures_lock:
+            self._signatures[key] = made
+            while len(self._signatures) > _SIGNATURE_CACHE_SIZE:
+                self._signatures.popitem(last=False)
+        return made
+
+    def public_jwks(self) -> dict[str, Any] | None:
+        """The JSON Web Key Set verifiers fetch from the signatures' `jku` (None: unsigned)."""
+        return None if self.signer is None else {"keys": [self.signer.public_jwk()]}
 
     def card(self, base_url: str) -> AgentCard:
         settings = self.settings
-        base = (settings.public_base_url or base_url).rstrip("/")
+        base = self.base(base_url)
         skills = list(self.agent.skills) or [
             AgentSkill(
                 id=self.agent.name,
@@ -160,6 +222,7 @@ class CardFactory:
             provider=provider,
             version=settings.agent_version,
             documentation_url=settings.agent_documentation_url or None,
+            icon_url=settings.agent_icon_url or None,
             capabilities=AgentCapabilities(
                 streaming=settings.streaming,
                 push_notifications=settings.push_notifications,
@@ -174,10 +237,15 @@ class CardFactory:
         )
 
     def card_json(self, base_url: str) -> dict[str, Any]:
-        """The card as served. Strictly 1.0 unless AGENT_CARD_V03_FIELDS adds the deprecated
-        top-level fields that 0.3-only clients need to find the JSON-RPC endpoint."""
+        """The card as served: signed when a signer is configured. Strictly 1.0 unless
+        AGENT_CARD_V03_FIELDS adds the deprecated top-level fields that 0.3-only clients need
+        to find the JSON-RPC endpoint."""
         card = self.card(base_url)
         body = card.wire()
+        if self.signer is not None:
+            # Over the 1.0 fields only: a 1.0 verifier drops the 0.3 ones below when it parses
+            # the card (a2a-sdk: supportedInterfaces wins over url/preferredTransport).
+            body["signatures"] = self.signatures(body, base_url)
         if self.settings.agent_card_v03_fields:
             body["url"] = card.supported_interfaces[0].url
             body["preferredTransport"] = "JSONRPC"
