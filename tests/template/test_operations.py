@@ -46,6 +46,9 @@ ALARMS: dict[str, tuple[str, str, dict[str, Any]]] = {
         f"{function}{metric}Alarm": ("AWS/Lambda", metric, {"FunctionName": {"Ref": function}})
         for function in FUNCTIONS
         for metric in ("Errors", "Throttles")
+        # A refused credential is an authorizer error (the 401's exception): its failures
+        # show as API 5xx (AUTHORIZER_FAILURE) instead.
+        if (function, metric) != ("AuthorizerFunction", "Errors")
     },
 }
 # Function -> its reserved-concurrency parameter.
