@@ -10,7 +10,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import checked_async_client, new_principal
+from tests.e2e.conftest import (
+    DevServer,
+    checked_async_client,
+    checked_client,
+    new_principal,
+    server_fixture,
+)
 from tests.e2e.test_wire import error_of, message_body, reason_of, send
 
 pytestmark = pytest.mark.e2e
@@ -87,9 +93,21 @@ def test_page_token_does_not_cross_owners(raw: RawFactory) -> None:
 
 
 # -- retries ------------------------------------------------------------------------------------
+#
+# Deduplication is off by default (DedupeWindowSeconds 0): the retry tests run on a server with
+# a 10-minute window.
+
+dedupe_server = server_fixture("dev-dedupe", env={"DEDUPE_WINDOW_SECONDS": "600"})
 
 
-def test_same_message_twice_is_one_task(http: httpx.Client) -> None:
+@pytest.fixture
+def dhttp(dedupe_server: DevServer) -> Any:
+    with checked_client(dedupe_server.base_url, principal=new_principal()) as client:
+        yield client
+
+
+def test_same_message_twice_is_one_task(dhttp: httpx.Client) -> None:
+    http = dhttp
     body = message_body("retry me")
     first = http.post("/message:send", json=body)
     second = http.post("/message:send", json=body)
@@ -103,17 +121,22 @@ def test_same_message_twice_is_one_task(http: httpx.Client) -> None:
     assert len(http.get(f"/tasks/{task1['id']}").json()["history"]) == 1
 
 
-def test_retry_while_the_first_is_still_running_is_one_task(http: httpx.Client) -> None:
+def test_retry_while_the_first_is_still_running_is_one_task(dhttp: httpx.Client) -> None:
+    http = dhttp
     body = message_body("slow retry [slow=0.6]")
     body["configuration"] = {"returnImmediately": True}
     first = http.post("/message:send", json=body).json()["task"]
     assert first["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
-    blocking = {k: v for k, v in body.items() if k != "configuration"}
-    again = http.post("/message:send", json=blocking)
+    again = http.post("/message:send", json=body)
     assert again.status_code == 200
     assert again.json()["task"]["id"] == first["id"]
-    assert again.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert http.get("/tasks").json()["totalSize"] == 1
+    # Not the same request (now blocking): a send of its own, never merged into the first.
+    blocking = {k: v for k, v in body.items() if k != "configuration"}
+    other = http.post("/message:send", json=blocking).json()["task"]
+    assert other["id"] != first["id"]
+    assert other["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert http.get("/tasks").json()["totalSize"] == 2
 
 
 def test_same_message_id_with_new_content_is_a_new_task(http: httpx.Client) -> None:
