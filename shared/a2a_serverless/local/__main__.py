@@ -81,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
 
     stack = LocalStack(parameters=parameters).start()
     try:
+        problem = _flow_problem()
+        if problem:
+            # Refused at startup, not at the first message (a task FAILED with an import error).
+            print(f"scripts/dev: {problem}", file=sys.stderr, flush=True)
+            return 2
         gateway = stack.gateway()
         print(f"a2a-serverless local stack: {base}", flush=True)
         print(f"  Agent Card: {base}/.well-known/agent-card.json", flush=True)
@@ -100,6 +105,23 @@ def main(argv: list[str] | None = None) -> int:
         stack.stop()
     print("a2a-serverless local stack stopped", flush=True)
     return 0
+
+
+def _flow_problem() -> str | None:
+    """Why the stack's flow cannot be served (None: it loads)."""
+    from a2a_serverless import wiring
+
+    spec = os.environ.get("FLOW", "")
+    try:
+        wiring.get_flow()
+    except Exception as exc:  # whatever the user's module raised
+        hint = (
+            " (run scripts/dev from the folder that holds the module, or put it on PYTHONPATH)"
+            if isinstance(exc, ModuleNotFoundError)
+            else ""
+        )
+        return f"cannot load the flow {spec!r}: {type(exc).__name__}: {exc}{hint}"
+    return None
 
 
 if __name__ == "__main__":
