@@ -45,7 +45,7 @@ def _mixed_tasks(alice: A2A) -> list[str]:
 
 
 def test_event_logs_are_contiguous_and_every_task_item_expires(
-    local_stack: LocalStack, alice: A2A
+    local_stack: LocalStack, alice: A2A, dedupe_window: None
 ) -> None:
     task_ids = _mixed_tasks(alice)
     wait_idle(local_stack)

@@ -7,6 +7,7 @@ streamed is compared with the task's event log (`E#{seq:010d}` items) read from 
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import itertools
 import json
@@ -385,9 +386,9 @@ def test_message_stream_is_the_log_in_order_and_closes_after_terminal(
 def test_stream_closes_after_input_required_and_resumes_with_the_next_turn(
     serve: Callable[..., Served],
 ) -> None:
-    """An interrupted status ends the stream; subscribing to the interrupted task yields only
-    its snapshot; the answer's stream (message:stream with taskId) is the log after its
-    snapshot up to the turn's terminal status."""
+    """An interrupted status ends the stream; a subscription to the interrupted task stays
+    open and follows the turn the answer starts (§7.6.1); the answer's stream (message:stream
+    with taskId) is the log after its snapshot up to the turn's terminal status."""
     served = serve(Flow=NUMBERED)
     first = stream_message(served.url, user_message("count [n=6] [input]"))
     task_id = first.first["id"]
@@ -396,13 +397,21 @@ def test_stream_closes_after_input_required_and_resumes_with_the_next_turn(
     assert state_of(first.frames[-1]) == "TASK_STATE_INPUT_REQUIRED"
     assert first.ended_at is not None and first.ended_at - first.frame_times[-1] < 0.5
 
-    # Subscribing to an interrupted task: the snapshot, and the stream ends.
-    resubscribed = subscribe(served.url, task_id)
-    assert len(resubscribed.frames) == 1, resubscribed.frames
+    # Subscribing to the interrupted task: its snapshot, then it waits for the next turn.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        watching = pool.submit(subscribe, served.url, task_id, timeout=30.0)
+        time.sleep(1.0)
+        assert not watching.done(), "the subscription closed at the interruption"
+        answer = stream_message(served.url, user_message("go on [n=4]", task_id=task_id))
+        resubscribed = watching.result()
     assert resubscribed.first["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert resubscribed.ended_at is not None
+    assert state_of(resubscribed.frames[-1]) == "TASK_STATE_COMPLETED"
+    assert {state_of(f) for f in resubscribed.rest if "statusUpdate" in f} >= {
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    }
 
-    answer = stream_message(served.url, user_message("go on [n=4]", task_id=task_id))
     assert answer.first["id"] == task_id
     log = assert_log_consistent(served.stack, task_id)
     after = assert_snapshot_then_log(answer, log)
