@@ -20,9 +20,10 @@ class Settings(BaseSettings):
         "a2a_serverless.flows.echo:flow",
         description="The agent's flow, as `module:attribute`.",
     )
-    agent_name: str = "Echo Agent"
-    agent_description: str = "Echoes what it is sent, as a streamed artifact (a2a-serverless)."
-    agent_version: str = "0.1.0"
+    # Empty: the flow's own (its `title` or `name`, `description`, `version`).
+    agent_name: str = Field("", description="The card's name; empty = the flow's.")
+    agent_description: str = Field("", description="The card's description; empty = the flow's.")
+    agent_version: str = Field("", description="The card's version; empty = the flow's.")
     agent_provider_org: str = ""
     agent_provider_url: str = ""
     agent_documentation_url: str = ""

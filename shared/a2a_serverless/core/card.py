@@ -66,6 +66,11 @@ class AgentProfile(Protocol):
     def output_modes(self) -> Sequence[str]: ...
 
 
+def _title_of(agent: AgentProfile) -> str:
+    """The agent's display name: a flow's `title`, else its `name`."""
+    return str(getattr(agent, "title", "") or agent.name)
+
+
 def extended_skills_of(agent: AgentProfile) -> list[AgentSkill]:
     """Skills the agent shows only to authenticated callers (a flow's `extended_skills`)."""
     return list(getattr(agent, "extended_skills", None) or ())
@@ -199,7 +204,7 @@ class CardFactory:
             AgentSkill(
                 id=self.agent.name,
                 name=self.agent.name,
-                description=self.agent.description or settings.agent_description,
+                description=self.agent.description or self.agent.name,
                 tags=[self.agent.name],
             )
         ]
@@ -210,8 +215,8 @@ class CardFactory:
             else None
         )
         return AgentCard(
-            name=settings.agent_name,
-            description=settings.agent_description,
+            name=settings.agent_name or _title_of(self.agent),
+            description=settings.agent_description or self.agent.description or self.agent.name,
             # Preference order: JSON-RPC 1.0, HTTP+JSON 1.0, then 0.3 compatibility. All on
             # one URL: the version a client sends in A2A-Version picks the semantics.
             supported_interfaces=[
@@ -220,7 +225,7 @@ class CardFactory:
                 AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="0.3"),
             ],
             provider=provider,
-            version=settings.agent_version,
+            version=settings.agent_version or str(getattr(self.agent, "version", "") or "0.1.0"),
             documentation_url=settings.agent_documentation_url or None,
             icon_url=settings.agent_icon_url or None,
             capabilities=AgentCapabilities(

@@ -206,7 +206,11 @@ class Flow:
     """
 
     name: str = "flow"
+    # What the Agent Card says (AgentName / AgentDescription override them): a display name
+    # (default: `name`), the description, the agent's version.
+    title: str = ""
     description: str = ""
+    version: str = "0.1.0"
     skills: list[AgentSkill] = []
     # Skills listed only on the extended Agent Card (GetExtendedAgentCard), which callers get
     # once authenticated; a stack with Auth=None has no extended card.

@@ -46,7 +46,8 @@ def _chunks(text: str, count: int) -> list[str]:
 
 class EchoFlow(Flow):
     name = "echo"
-    description = "Echoes the message back as a streamed artifact; see the directives."
+    title = "Echo Agent"
+    description = "Echoes what it is sent, as a streamed artifact (a2a-serverless)."
     skills = [
         AgentSkill(
             id="echo",
