@@ -59,6 +59,20 @@ class PushService:
             raise invalid_field(f"{prefix}id", f"must be 1 to {MAX_CONFIG_ID_LENGTH} characters")
         if config.token is not None and len(config.token) > MAX_TOKEN_LENGTH:
             raise invalid_field(f"{prefix}token", f"must be at most {MAX_TOKEN_LENGTH} characters")
+        # They become HTTP headers of every delivery (X-A2A-Notification-Token, Authorization):
+        # a value no header can carry would be accepted here and refused at every delivery.
+        auth = config.authentication
+        for name, value in (
+            ("token", config.token),
+            ("authentication.scheme", auth.scheme if auth else None),
+            ("authentication.credentials", auth.credentials if auth else None),
+        ):
+            if value is not None and not _header_safe(value):
+                raise invalid_field(
+                    f"{prefix}{name}",
+                    "must be printable ASCII (it is sent as an HTTP header): no control or "
+                    "non-ASCII characters",
+                )
         self._check_room(task_id, config.id, field)
         return config.model_copy(
             update={"id": config.id or str(uuid.uuid4()), "task_id": task_id, "tenant": None}
@@ -121,3 +135,8 @@ class PushService:
         self.require_enabled()
         self._owned(owner, task_id)
         self.store.delete_push_config(task_id, config_id)
+
+
+def _header_safe(value: str) -> bool:
+    """Printable ASCII (space to tilde): what an HTTP header value can carry as is."""
+    return all(" " <= ch <= "~" for ch in value)
