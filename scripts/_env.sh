@@ -4,13 +4,17 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="$ROOT/.venv"
 PYTHON_BIN="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
+  echo "a2a-serverless: creating $VENV ($("$PYTHON_BIN" --version))" >&2
   "$PYTHON_BIN" -m venv "$VENV"
 fi
 STAMP="$VENV/.installed"
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
+  echo "a2a-serverless: installing the project and its dev tools into .venv (first run: 1-3 minutes)..." >&2
+  started=$(date +%s)
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]"
   touch "$STAMP"
+  echo "a2a-serverless: installed in $(( $(date +%s) - started )) s" >&2
 fi
 export PYTHONPATH="$ROOT/shared${PYTHONPATH:+:$PYTHONPATH}"
 cd "$ROOT"
