@@ -278,6 +278,14 @@ def get_task_router(service: A2AService) -> APIRouter:
 
     @router.get("/tasks/{task_id}")
     async def get_task(request: Request, task_id: str) -> Response:
+        if task_id.endswith(":subscribe"):
+            # The proto's HTTP rule also allows GET; API Gateway sends GET /tasks/{id} to this
+            # buffered function, which cannot stream: say so rather than "task not found".
+            raise errors.UnsupportedOperationError(
+                "SubscribeToTask over GET is not served here: send POST "
+                f"/tasks/{task_id} (the same operation, streamed)",
+                taskId=task_id.removesuffix(":subscribe"),
+            )
         params = _query(request, TaskQuery)
         task = await run_in_threadpool(
             service.get_task, principal(request), task_id, params.history_length
