@@ -10,8 +10,10 @@ types (`a2a.compat.v0_3`), as 1.0 bodies are with its 1.0 protobuf types."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -640,3 +642,17 @@ def check_jsonrpc_sse(
         assert (event.task_id, event.context_id) == (first.task_id, first.context_id), event.line
         settled, awaiting = _stream_end(event.state, awaiting)
     return items
+
+
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """Run checks without leaving records: the e2e coverage check (tests/e2e/coverage.py)
+    compares these records with the responses the e2e clients saw, so checks of bodies that
+    did not come through those clients (fuzz, in-process samples) must not count."""
+    lists: tuple[list[Any], ...] = (CHECKED, SSE_CHECKED, KEPT_ALIVE, RPC_CHECKED, RPC_SSE_CHECKED)
+    sizes = [len(records) for records in lists]
+    try:
+        yield
+    finally:
+        for records, size in zip(lists, sizes, strict=True):
+            del records[size:]

@@ -189,22 +189,8 @@ class Outcome:
     complete: bool  # False: a stream still open when the fuzz hung up
 
 
-@contextlib.contextmanager
-def _unrecorded() -> Iterator[None]:
-    """Run tests/wire.py checks without leaving their records (see the module docstring)."""
-    lists: tuple[list[Any], ...] = (
-        wire.CHECKED,
-        wire.SSE_CHECKED,
-        wire.KEPT_ALIVE,
-        wire.RPC_CHECKED,
-        wire.RPC_SSE_CHECKED,
-    )
-    sizes = [len(records) for records in lists]
-    try:
-        yield
-    finally:
-        for records, size in zip(lists, sizes, strict=True):
-            del records[size:]
+# Run tests/wire.py checks without leaving their records (see the module docstring).
+_unrecorded = wire.unrecorded
 
 
 def _strict_loads(body: bytes) -> Any:
