@@ -30,6 +30,22 @@ class TurnContext:
             out["requestMetadata"] = self.metadata
         return out
 
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> TurnContext | None:
+        """The context an execution's input carries; None when it carries none (or an
+        unreadable caller: an execution started before callers were passed on)."""
+        try:
+            caller = Caller.from_wire(data["caller"])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        extensions = data.get("extensions")
+        metadata = data.get("requestMetadata")
+        return cls(
+            caller,
+            tuple(str(e) for e in extensions) if isinstance(extensions, list) else (),
+            metadata if isinstance(metadata, dict) else None,
+        )
+
 
 def execution_name(task_id: str, turn: int) -> str:
     """One execution per turn; the name makes a retried start idempotent."""

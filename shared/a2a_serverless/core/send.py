@@ -197,12 +197,14 @@ class MessageSender:
         `settle_wait` (as it likes: blocking, or awaiting between reads) and calls `answer`.
         """
         config = request.configuration or SendMessageConfiguration()
-        reply = self.direct_reply(owner, request, caller, extensions)
+        who = _caller_for(owner, caller)
+        self._check(owner, request)
+        reply = self._direct_reply(request, who, extensions)
         if reply is not None:
             return AcceptedSend(
                 owner, "", 0, config.history_length, False, SendMessageResponse(message=reply)
             )
-        admitted = self.admit(owner, request, caller, extensions)
+        admitted = self._admit(owner, request, who, extensions)
         blocking = not config.return_immediately
         if not blocking and admitted.created is not None:
             # Everything the answer holds was just written: no need to read it back.
@@ -244,11 +246,13 @@ class MessageSender:
         The first event is the task as of seq S; the stream continues with the log after S.
         """
         config = request.configuration or SendMessageConfiguration()
-        reply = self.direct_reply(owner, request, caller, extensions)
+        who = _caller_for(owner, caller)
+        self._check(owner, request)
+        reply = self._direct_reply(request, who, extensions)
         if reply is not None:
             # A Message-only stream: exactly that one event.
             return StreamStart(StreamResponse(message=reply), "", 0, open=False)
-        admitted = self.admit(owner, request, caller, extensions)
+        admitted = self._admit(owner, request, who, extensions)
         if admitted.created is not None:
             return StreamStart(
                 StreamResponse(task=admitted.created), admitted.task_id, admitted.seq, open=True
@@ -257,24 +261,17 @@ class MessageSender:
 
     # -- the shared opening steps ----------------------------------------------------------
 
-    def direct_reply(
-        self,
-        owner: str,
-        request: SendMessageRequest,
-        caller: Caller | None,
-        extensions: Sequence[str],
+    def _direct_reply(
+        self, request: SendMessageRequest, caller: Caller, extensions: Sequence[str]
     ) -> Message | None:
-        """The agent's direct answer to a new message, after the same checks as any send;
-        None: the message becomes (or continues) a task."""
+        """The agent's direct answer to a new (checked) message; None: the message becomes
+        (or continues) a task."""
         message = request.message
         if self.replier is None or message.task_id:
             return None
-        check_owner_size(owner)
-        self._validate(message, request.configuration or SendMessageConfiguration())
-        who = caller if caller is not None and caller.principal == owner else Caller(owner)
         context_id = message.context_id or str(uuid.uuid4())
         return self.replier.reply_to(
-            message, context_id, who, list(extensions), dict(request.metadata or {})
+            message, context_id, caller, list(extensions), dict(request.metadata or {})
         )
 
     def admit(
@@ -287,12 +284,24 @@ class MessageSender:
         """Validate the message, then create a task for it or continue the one it names.
         `caller` (default: the owner, anonymous) and the activated `extensions` (see
         `ModePolicy.activate`) are what the turn's flow steps see."""
-        who = caller if caller is not None and caller.principal == owner else Caller(owner)
-        turn = TurnContext(who, tuple(extensions), request.metadata or None)
+        self._check(owner, request)
+        return self._admit(owner, request, _caller_for(owner, caller), extensions)
+
+    def _check(self, owner: str, request: SendMessageRequest) -> None:
+        """The refusals every send gets first, direct replies included."""
+        check_owner_size(owner)
+        self._validate(request.message, request.configuration or SendMessageConfiguration())
+
+    def _admit(
+        self,
+        owner: str,
+        request: SendMessageRequest,
+        caller: Caller,
+        extensions: Sequence[str],
+    ) -> Admitted:
+        turn = TurnContext(caller, tuple(extensions), request.metadata or None)
         message = request.message
         config = request.configuration or SendMessageConfiguration()
-        check_owner_size(owner)
-        self._validate(message, config)
         if request.metadata and utf8_size(json.dumps(request.metadata)) > MAX_METADATA_BYTES:
             # It travels in the turn's execution input (Step Functions: 256 KB at most).
             raise invalid_field("metadata", f"must be at most {MAX_METADATA_BYTES} bytes as JSON")
@@ -499,6 +508,12 @@ class MessageSender:
                     )
                     task_ended(TaskState.FAILED.value)
             raise
+
+
+def _caller_for(owner: str, caller: Caller | None) -> Caller:
+    """Who a turn's steps are told sent it: the caller the binding named, if it is the owner
+    (never another principal); else the owner, anonymous."""
+    return caller if caller is not None and caller.principal == owner else Caller(owner)
 
 
 def _not_accepting(record: TaskRecord) -> UnsupportedOperationError:

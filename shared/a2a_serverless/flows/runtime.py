@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_serverless.core.executor import TurnContext
 from a2a_serverless.core.tasklog import StateMoved, transition
 from a2a_serverless.flows.base import Flow, FlowCanceled, Outcome, OutcomeKind, StepContext
 from a2a_serverless.flows.emitter import LogEmitter
@@ -42,26 +43,20 @@ class _Step:
     task_id: str
     turn: int
     step: int
-    caller: dict[str, Any] | None = None  # who sent the turn's message (Caller.wire())
-    extensions: tuple[str, ...] = ()  # the extensions the turn's send activated
-    request_metadata: dict[str, Any] | None = None  # the turn's SendMessageRequest.metadata
+    # Who sent the turn's message, the extensions it activated, its request metadata: set by
+    # the send that started the execution, handed on from step to step unchanged.
+    context: TurnContext | None = None
 
     def answer(self, go_on: bool = False) -> dict[str, Any]:
         """The state machine's input for its next choice (another step, or the end)."""
         step = self.step + 1 if go_on else self.step
-        answer: dict[str, Any] = {
+        return {
+            **(self.context.wire() if self.context else {}),
             "taskId": self.task_id,
             "turn": self.turn,
             "step": step,
             "continue": go_on,
         }
-        if self.caller is not None:
-            answer["caller"] = self.caller
-        if self.extensions:
-            answer["extensions"] = list(self.extensions)
-        if self.request_metadata:
-            answer["requestMetadata"] = self.request_metadata
-        return answer
 
 
 @dataclass
@@ -82,13 +77,8 @@ def _step_done(record: TaskRecord, step: _Step) -> bool:
 def _caller_of(step: _Step, record: TaskRecord) -> Caller:
     """Who sent this turn's message: what the execution input says, if it names the task's
     owner (an execution started before callers were passed on: the owner, anonymous)."""
-    if step.caller is not None:
-        try:
-            caller = Caller.from_wire(step.caller)
-        except (KeyError, TypeError, ValueError):
-            caller = None
-        if caller is not None and caller.principal == record.owner:
-            return caller
+    if step.context is not None and step.context.caller.principal == record.owner:
+        return step.context.caller
     return Caller(record.owner)
 
 
@@ -103,15 +93,11 @@ class FlowWorker:
     def handle(self, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("action") == "fail":
             return self.fail(event)
-        caller = event.get("caller")
-        extensions = event.get("extensions")
         step = _Step(
             str(event["taskId"]),
             int(event["turn"]),
             int(event.get("step", 0)),
-            caller if isinstance(caller, dict) else None,
-            tuple(str(e) for e in extensions) if isinstance(extensions, list) else (),
-            metadata if isinstance(metadata := event.get("requestMetadata"), dict) else None,
+            TurnContext.from_wire(event),
         )
         annotate(task_id=step.task_id, turn=step.turn, step=step.step)
         turn = self.begin(step)
@@ -166,8 +152,8 @@ class FlowWorker:
             emitter=turn.emitter,
             metadata=dict(record.metadata or {}),
             caller=_caller_of(step, record),
-            extensions=list(step.extensions),
-            request_metadata=dict(step.request_metadata or {}),
+            extensions=list(step.context.extensions if step.context else ()),
+            request_metadata=dict(step.context.metadata or {}) if step.context else {},
         )
 
     def finish(
