@@ -220,6 +220,16 @@ class SdkAgent:
     principal: str
 
 
+def v03_only(card: AgentCard) -> AgentCard:
+    """A 0.3-only view of our card: the SDK then uses its 0.3 compat transport."""
+    legacy = AgentCard()
+    legacy.CopyFrom(card)
+    keep = [i for i in card.supported_interfaces if i.protocol_version == "0.3"]
+    del legacy.supported_interfaces[:]
+    legacy.supported_interfaces.extend(keep)
+    return legacy
+
+
 @contextlib.asynccontextmanager
 async def sdk_client(base_url: str, interface: str, *, streaming: bool) -> AsyncIterator[SdkAgent]:
     """An a2a-sdk 1.3 client that picks `interface` from OUR card (every response checked)."""
@@ -231,14 +241,8 @@ async def sdk_client(base_url: str, interface: str, *, streaming: bool) -> Async
     )
     card = await A2ACardResolver(http, base_url).get_agent_card()
     if version == "0.3":
-        # A 0.3-only view of our card: the SDK then uses its 0.3 compat transport.
-        legacy = AgentCard()
-        legacy.CopyFrom(card)
-        keep = [i for i in card.supported_interfaces if i.protocol_version == "0.3"]
-        del legacy.supported_interfaces[:]
-        legacy.supported_interfaces.extend(keep)
-        client = await create_client(legacy, client_config=config)
-        card = legacy
+        card = v03_only(card)
+        client = await create_client(card, client_config=config)
     else:
         client = await create_client(base_url, client_config=config)
     try:

@@ -21,7 +21,6 @@ from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.client.auth import AuthInterceptor, CredentialService
 from a2a.client.client import ClientCallContext
 from a2a.types import (
-    AgentCard,
     GetExtendedAgentCardRequest,
     GetTaskRequest,
     ListTasksRequest,
@@ -36,6 +35,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from tests.e2e.conftest import DevServer, checked_async_client, dev_server_running
+from tests.e2e.rpc import v03_only
 
 pytestmark = pytest.mark.e2e
 
@@ -136,12 +136,9 @@ async def authed_client(
     )
     card = await A2ACardResolver(http, server.base_url).get_agent_card()
     if version == "0.3":
-        legacy = AgentCard()
-        legacy.CopyFrom(card)
-        keep = [i for i in card.supported_interfaces if i.protocol_version == "0.3"]
-        del legacy.supported_interfaces[:]
-        legacy.supported_interfaces.extend(keep)
-        client = await create_client(legacy, client_config=config, interceptors=interceptors)
+        client = await create_client(
+            v03_only(card), client_config=config, interceptors=interceptors
+        )
     else:
         client = await create_client(
             server.base_url, client_config=config, interceptors=interceptors
