@@ -79,6 +79,14 @@ class LogEmitter:
                     raise FlowCanceled() from None
                 self.seq = self._store.last_seq(self._record.task_id)
 
+    def canceled(self) -> bool:
+        """Whether this turn is over (canceled, or moved on), for a flow waiting on something
+        long between writes (one GetItem; a write finds out on its own)."""
+        fresh = self._store.get_record(self._record.task_id)
+        return (
+            fresh is None or fresh.state is not TaskState.WORKING or fresh.turn != self._record.turn
+        )
+
     def status(self, message: Message) -> None:
         status = TaskStatus(state=TaskState.WORKING, message=message, timestamp=utcnow())
         self._append(status_event(self._record, status))
