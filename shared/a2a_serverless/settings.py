@@ -151,6 +151,28 @@ class Settings(BaseSettings):
     powertools_trace_disabled: bool = Field(
         False, description="Turn X-Ray tracing off (it is always off outside Lambda)."
     )
+    # The Bedrock flow (FLOW=a2a_serverless.flows.bedrock:flow); other flows ignore these.
+    bedrock_model_id: str = Field(
+        "us.amazon.nova-lite-v1:0",
+        description="The Bedrock flow's model: a foundation model id or an inference profile id "
+        "(the default is the US cross-Region profile of Amazon Nova Lite).",
+    )
+    bedrock_system_prompt: str = Field(
+        "You are a helpful assistant. Answer concisely.",
+        description="The Bedrock flow's system prompt; empty = none.",
+    )
+    bedrock_max_tokens: int = Field(
+        1024, ge=1, description="The Bedrock flow's largest answer, in tokens (maxTokens)."
+    )
+    bedrock_temperature: float = Field(
+        0.5, ge=0, le=1, description="The Bedrock flow's sampling temperature."
+    )
+    bedrock_top_p: float | None = Field(
+        None, ge=0, le=1, description="The Bedrock flow's topP; unset = the model's default."
+    )
+    bedrock_region: str = Field(
+        "", description="Region of the Bedrock flow's calls; empty = the function's own."
+    )
     lambda_task_root: str = Field(
         "",
         description="Set by the Lambda runtime. Tracing starts only where it is set: elsewhere "
