@@ -1,47 +1,106 @@
-"""Benchmarks on the local stack: latency, throughput, cold-start imports and AWS units per task.
+"""Benchmarks: AWS units and dollars per task, cold starts, and the local stack's speed.
 
-Timings are reported as ratios against a baseline measured in the same run (the machine is
-shared and noisy): request latency against GET agent card (no AWS calls), import time against
-`import boto3`. AWS units are counted, not timed: DynamoDB calls and estimated capacity units
-(moto reports none, so sizes are computed from the items written and read), Lambda invocations,
-Step Functions state transitions and API requests per task.
+Units are counted, not timed, from the calls one single-turn echo task makes on the local stack
+(moto + the real handlers), for a STANDARD and an EXPRESS state machine:
+- API Gateway requests, counted at the local gateway;
+- every Lambda invocation, with its measured handler time x the template's MemorySize;
+- DynamoDB write and read request units of every call, computed from the request and the item
+  before and after it (moto reports no capacity), global secondary index writes included (from
+  the table's key schema and projections in template.yaml);
+- Step Functions state transitions (STANDARD) from the execution history, and the execution's
+  duration (EXPRESS);
+- CloudWatch Logs bytes the functions print (plus Lambda's and API Gateway's own lines).
+They are priced with PRICES below ($ per 1M tasks); docs/cost.md explains the model.
 
-Usage: scripts/bench [--requests N] [--concurrency C] [--json FILE] [--write-docs]
+Times are ratios against a baseline measured in the same run (the machine is shared and noisy):
+cold start (import plus first request of every function, each in a fresh interpreter against a
+moto server) against `import boto3; boto3.client('dynamodb')` plus one call. The local stack's
+throughput and stream figures come from scripts/bench_local.py.
 
---write-docs also measures SSE emit→receive latency (the e2e latency test, on its own
-`scripts/dev` server) and writes docs/stream-latency.md; nothing else writes that page.
+Usage: scripts/bench [--json FILE] [--skip-cold-start] [--skip-local] [--quick] [--cost-doc]
+                     [--write-docs]
+
+--cost-doc rewrites the measured section of docs/cost.md; --write-docs also measures SSE
+emit->receive latency (the e2e latency test) and writes docs/stream-latency.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "shared"))
 
-FUNCTIONS = {
-    "AgentCardFunction": "functions/agent_card/app.py",
-    "SendMessageFunction": "functions/send_message/app.py",
-    "GetTaskFunction": "functions/get_task/app.py",
-    "ListTasksFunction": "functions/list_tasks/app.py",
-    "StreamFunction": "functions/stream/app.py",
-    "PushConfigFunction": "functions/push_config/app.py",
-    "FlowWorkerFunction": "functions/flow_worker/app.py",
-    "WebhookSenderFunction": "functions/webhook_sender/app.py",
+# -- prices ----------------------------------------------------------------------------------
+# us-east-1, on-demand list prices, read 2026-11 from:
+#   https://aws.amazon.com/api-gateway/pricing/   (REST API, first 333M requests/month)
+#   https://aws.amazon.com/lambda/pricing/        (Arm, first 7.5B GB-s/month; 1 ms granularity)
+#   https://aws.amazon.com/step-functions/pricing/ (Standard transitions; Express requests and
+#       duration: $0.06/GB-hour for the first 1,000 GB-hours, memory billed in 64 MB chunks
+#       (50 MB + definition + payload), duration rounded up to 100 ms)
+#   https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table class)
+#   https://aws.amazon.com/sqs/pricing/ , https://aws.amazon.com/cloudwatch/pricing/
+# Free tiers are ignored: the figures are for a stack past them.
+PRICES: dict[str, float] = {
+    "apigateway_rest_request": 3.50e-6,
+    "lambda_request": 0.20e-6,
+    "lambda_arm64_gb_second": 0.0000133334,
+    "sfn_standard_transition": 25.0e-6,
+    "sfn_express_request": 1.00e-6,
+    "sfn_express_gb_second": 0.06 / 3600,  # $0.00001667
+    "dynamodb_wru": 0.625e-6,
+    "dynamodb_rru": 0.125e-6,
+    "sqs_request": 0.40e-6,
+    "cloudwatch_logs_ingested_byte": 0.50 / 1024**3,
 }
+PRICES_SOURCE_DATE = "2026-11"
+# Step Functions Express: workflow memory = 50 MB + definition + execution data, billed per 64 MB.
+EXPRESS_BASE_MEMORY_MB = 50
+EXPRESS_MEMORY_CHUNK_MB = 64
+EXPRESS_DURATION_STEP_S = 0.1
+# Lines outside the functions' own output: Lambda's START/END/REPORT (REPORT with its X-Ray
+# segment), one API Gateway access log line (the template's AccessLogSetting, filled in), and
+# CloudWatch Logs' 26 bytes billed per event.
+LAMBDA_PLATFORM_LOG_BYTES = 110 + 60 + 300
+ACCESS_LOG_LINE_BYTES = 750
+LOG_EVENT_OVERHEAD_BYTES = 26
+
+# The issue's targets (issue 14), printed next to the measured figures.
+TARGETS = {
+    "wru_per_task": ("<=", 12),
+    "sfn_transitions_per_turn": ("<=", 2),
+    "usd_per_million_tasks.EXPRESS": ("<=", 15),
+    "usd_per_million_tasks.STANDARD": ("<=", 80),
+    "cold_start_ratio (worst)": ("<=", 1.5),
+    "local_tasks_per_second": (">=", 50),
+    "local_throughput_ratio_5000_stored": (">=", 0.85),
+    "stream_p95_ms_8_streams": ("<=", 150),
+    "blocking_send_p50_ms": ("<=", 60),
+}
+
 HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+COST_DOC = ROOT / "docs" / "cost.md"
+COST_DOC_BEGIN = "<!-- bench:begin (scripts/bench --cost-doc rewrites this section) -->"
+COST_DOC_END = "<!-- bench:end -->"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -50,41 +109,983 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-# -- cold start ------------------------------------------------------------------------------
+# -- DynamoDB units: the calculator ----------------------------------------------------------
+# AWS's rules (developer guide, "DynamoDB item sizes and formats" and "DynamoDB read and write
+# operations"; "Global secondary indexes: provisioned throughput considerations"):
+# - item size = sum of attribute name bytes + value sizes; strings UTF-8 bytes; numbers 1 byte
+#   per 2 significant digits + 1; binary raw bytes; null/bool 1; list/map 3 + per element
+#   (its size + 1); sets the sum of their members.
+# - a write costs 1 unit per 1 KB (rounded up, at least 1) of the larger of the item before and
+#   after (PutItem replacing, UpdateItem); DeleteItem the deleted item; a failed condition still
+#   charges the existing item's size (at least 1); a transaction item costs twice.
+# - an index write costs 1 unit per 1 KB of the index entry (table keys + index keys + projected
+#   attributes): a new entry is one put, a removed one a delete, a changed index key a delete
+#   plus a put, a change to projected attributes one write, and a write that touches none of the
+#   index's attributes nothing; an item without the index key is not in the index.
+# - a read costs 1 unit per 4 KB (rounded up, at least 1) per GetItem, per item of a
+#   BatchGetItem, and per Query over the sum of the items it evaluated (before any filter or
+#   projection; index entries on an index); eventually consistent reads half, transactional
+#   twice.
+
+WRITE_UNIT_BYTES = 1024
+READ_UNIT_BYTES = 4096
+TRANSACTION_FACTOR = 2
+# Index writes of a transaction are not doubled: the table's prepare and commit are what makes
+# a transactional write cost twice; the index is then maintained as for any write. (AWS does not
+# document it either way; this is the conservative reading of "each item costs two writes".)
+TRANSACTION_INDEX_FACTOR = 1
 
 
-def import_seconds(code: str, repeats: int = 5) -> float:
-    """Median wall time of a fresh interpreter running `code` minus a bare interpreter."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT / "shared"),
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "TABLE_NAME": "bench",
-        "POWERTOOLS_SERVICE_NAME": "bench",
-    }
-    probe = f"import time, runpy, sys; t=time.perf_counter(); {code}; print(time.perf_counter()-t)"
-    samples = []
-    for _ in range(repeats):
-        out = subprocess.run(
-            [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+def number_size(text: str) -> int:
+    digits = text.lstrip("+-").replace(".", "").split("e")[0].split("E")[0]
+    significant = digits.strip("0") or "0"
+    return math.ceil(len(significant) / 2) + 1
+
+
+def value_size(value: dict[str, Any]) -> int:
+    ((kind, data),) = value.items()
+    if kind == "S":
+        return len(data.encode())
+    if kind == "N":
+        return number_size(data)
+    if kind == "B":
+        return len(data)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(s.encode()) for s in data)
+    if kind == "NS":
+        return sum(number_size(n) for n in data)
+    if kind == "BS":
+        return sum(len(b) for b in data)
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + value_size(v) + 1 for k, v in data.items())
+    if kind == "L":
+        return 3 + sum(value_size(v) + 1 for v in data)
+    raise ValueError(f"unknown DynamoDB type {kind}")
+
+
+def item_size(item: dict[str, Any] | None) -> int:
+    if not item:
+        return 0
+    return sum(len(name.encode()) + value_size(value) for name, value in item.items())
+
+
+def write_units(size: int) -> int:
+    return max(1, math.ceil(size / WRITE_UNIT_BYTES))
+
+
+def read_units(size: int, *, consistent: bool = True, transactional: bool = False) -> float:
+    units = float(max(1, math.ceil(size / READ_UNIT_BYTES)))
+    if transactional:
+        return units * TRANSACTION_FACTOR
+    return units if consistent else units / 2
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    keys: tuple[str, ...]  # partition key, then sort key if any
+    projection: str  # ALL, KEYS_ONLY or INCLUDE
+    non_key: tuple[str, ...] = ()
+
+    def entry(self, item: dict[str, Any] | None, table_keys: tuple[str, ...]) -> dict | None:
+        """The item's entry in the index; None when it lacks an index key (not in the index)."""
+        if not item or any(key not in item for key in self.keys):
+            return None
+        if self.projection == "ALL":
+            return dict(item)
+        kept = set(table_keys) | set(self.keys)
+        if self.projection == "INCLUDE":
+            kept |= set(self.non_key)
+        return {name: value for name, value in item.items() if name in kept}
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    keys: tuple[str, ...]
+    indexes: tuple[Index, ...] = ()
+
+    @classmethod
+    def from_properties(cls, properties: dict[str, Any]) -> TableSchema:
+        """From an AWS::DynamoDB::Table's Properties (template.yaml)."""
+
+        def keys_of(schema: list[dict[str, str]]) -> tuple[str, ...]:
+            order = {"HASH": 0, "RANGE": 1}
+            return tuple(
+                k["AttributeName"] for k in sorted(schema, key=lambda k: order[k["KeyType"]])
+            )
+
+        indexes = tuple(
+            Index(
+                name=index["IndexName"],
+                keys=keys_of(index["KeySchema"]),
+                projection=index["Projection"]["ProjectionType"],
+                non_key=tuple(index["Projection"].get("NonKeyAttributes") or ()),
+            )
+            for index in properties.get("GlobalSecondaryIndexes") or ()
         )
-        samples.append(float(out.stdout.strip().splitlines()[-1]))
-    return statistics.median(samples)
+        return cls(keys_of(properties["KeySchema"]), indexes)
+
+    def key_of(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {name: item[name] for name in self.keys}
 
 
-def cold_start() -> dict[str, Any]:
-    baseline = import_seconds("import boto3")
-    rows = {}
-    for name, path in FUNCTIONS.items():
-        seconds = import_seconds(f"runpy.run_path({str(ROOT / path)!r})")
-        rows[name] = {
-            "import_ms": round(seconds * 1000, 1),
-            "ratio_vs_boto3": round(seconds / baseline, 2),
+@dataclass
+class WriteCost:
+    table: int = 0
+    indexes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.table + sum(self.indexes.values())
+
+
+def index_write_units(
+    index: Index, table_keys: tuple[str, ...], old: dict | None, new: dict | None
+) -> int:
+    before = index.entry(old, table_keys)
+    after = index.entry(new, table_keys)
+    if before is None and after is None:
+        return 0
+    if before is None:
+        return write_units(item_size(after))  # put
+    if after is None:
+        return write_units(item_size(before))  # delete
+    if any(before[k] != after[k] for k in index.keys):
+        return write_units(item_size(before)) + write_units(item_size(after))  # delete + put
+    if before == after:
+        return 0  # nothing the index holds changed
+    return write_units(max(item_size(before), item_size(after)))
+
+
+def write_cost(
+    schema: TableSchema,
+    old: dict[str, Any] | None,
+    new: dict[str, Any] | None,
+    *,
+    transactional: bool = False,
+    failed: bool = False,
+) -> WriteCost:
+    """One item's write: `new` None is a delete; `failed` a condition that did not hold (the
+    item stays `old`)."""
+    factor = TRANSACTION_FACTOR if transactional else 1
+    if failed:
+        return WriteCost(table=factor * write_units(item_size(old)))
+    table = factor * write_units(max(item_size(old), item_size(new)))
+    indexes = {
+        index.name: TRANSACTION_INDEX_FACTOR * index_write_units(index, schema.keys, old, new)
+        for index in schema.indexes
+    }
+    return WriteCost(table, {name: units for name, units in indexes.items() if units})
+
+
+def condition_check_cost(old: dict[str, Any] | None) -> WriteCost:
+    """A transaction's ConditionCheck is billed as a transactional write of the item."""
+    return WriteCost(table=TRANSACTION_FACTOR * write_units(item_size(old)))
+
+
+# -- DynamoDB units: observed calls -----------------------------------------------------------
+
+WRITE_OPS = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
+
+
+@dataclass
+class CallCost:
+    operation: str
+    wru_table: int = 0
+    wru_indexes: dict[str, int] = field(default_factory=dict)
+    rru: float = 0.0
+
+    @property
+    def wru(self) -> int:
+        return self.wru_table + sum(self.wru_indexes.values())
+
+
+class DynamoMeter:
+    """DynamoDB request units of every call the stack's functions make, via botocore events on
+    the default session (their clients are made after `attach`). The item before a write is
+    read before the call and the item after it once the call returned, by a client of its own
+    (not metered); reads are repeated by that client without projection or filter, so that the
+    items DynamoDB would charge for are the ones sized."""
+
+    def __init__(self, schema: TableSchema, table_name: str, reader: Any) -> None:
+        self.schema = schema
+        self.table_name = table_name
+        self.reader = reader
+        self.calls: list[CallCost] = []
+        self._lock = threading.Lock()
+        self._pending = threading.local()
+
+    def attach(self, events: Any) -> None:
+        events.register("provide-client-params.dynamodb", self._before)
+        events.register("after-call.dynamodb", self._after)
+        events.register("after-call-error.dynamodb", self._dropped)
+
+    def _dropped(self, **_: Any) -> None:
+        """A call that never got an answer (connection error): it charged nothing."""
+        stack = getattr(self._pending, "stack", None)
+        if stack:
+            stack.pop()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+
+    # -- the item as it is now -----------------------------------------------------------
+
+    def _get(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+        item = self.reader.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        return item or None
+
+    def _write_keys(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict]]:
+        if operation == "PutItem":
+            return [(params["TableName"], self.schema.key_of(params["Item"]))]
+        if operation in ("UpdateItem", "DeleteItem"):
+            return [(params["TableName"], params["Key"])]
+        if operation == "TransactWriteItems":
+            keys = []
+            for entry in params["TransactItems"]:
+                ((kind, body),) = entry.items()
+                key = self.schema.key_of(body["Item"]) if kind == "Put" else body["Key"]
+                keys.append((body["TableName"], key))
+            return keys
+        if operation == "BatchWriteItem":
+            keys = []
+            for table, requests in params["RequestItems"].items():
+                for request in requests:
+                    if "PutRequest" in request:
+                        keys.append((table, self.schema.key_of(request["PutRequest"]["Item"])))
+                    else:
+                        keys.append((table, request["DeleteRequest"]["Key"]))
+            return keys
+        return []
+
+    def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        stack = getattr(self._pending, "stack", None)
+        if stack is None:
+            stack = self._pending.stack = []
+        keys = self._write_keys(model.name, params)
+        olds = [self._get(table, key) for table, key in keys]
+        stack.append((model.name, dict(params), keys, olds))
+
+    def _after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        stack = getattr(self._pending, "stack", None)
+        if not stack:
+            return
+        operation, params, keys, olds = stack.pop()
+        if operation != model.name:  # not ours (an event of another call): leave it alone
+            return
+        error = (parsed.get("Error") or {}).get("Code")
+        cost = CallCost(operation)
+        if operation in WRITE_OPS:
+            self._write(cost, operation, params, keys, olds, error, parsed)
+        else:
+            cost.rru = self._read_units(operation, params)
+        with self._lock:
+            self.calls.append(cost)
+
+    def _write(
+        self,
+        cost: CallCost,
+        operation: str,
+        params: dict[str, Any],
+        keys: list[tuple[str, dict]],
+        olds: list[dict | None],
+        error: str | None,
+        parsed: dict[str, Any],
+    ) -> None:
+        news = [self._get(table, key) for table, key in keys]
+        costs: list[WriteCost] = []
+        if operation == "TransactWriteItems":
+            cancelled = error is not None
+            for i, entry in enumerate(params["TransactItems"]):
+                if "ConditionCheck" in entry:
+                    costs.append(condition_check_cost(olds[i]))
+                elif cancelled:
+                    # Cancelled: nothing is written; each item is charged as a failed
+                    # conditional write (the one whose condition failed, and the others).
+                    costs.append(
+                        write_cost(self.schema, olds[i], None, transactional=True, failed=True)
+                    )
+                else:
+                    new = None if "Delete" in entry else news[i]
+                    costs.append(write_cost(self.schema, olds[i], new, transactional=True))
+        else:
+            failed = error == "ConditionalCheckFailedException"
+            for old, new in zip(olds, news, strict=True):
+                if error is not None and not failed:
+                    continue  # a rejected request (validation, throttling) writes nothing
+                costs.append(write_cost(self.schema, old, new, failed=failed))
+        for one in costs:
+            cost.wru_table += one.table
+            for name, units in one.indexes.items():
+                cost.wru_indexes[name] = cost.wru_indexes.get(name, 0) + units
+
+    def _read_units(self, operation: str, params: dict[str, Any]) -> float:
+        if operation == "GetItem":
+            item = self._get(params["TableName"], params["Key"])
+            return read_units(item_size(item), consistent=bool(params.get("ConsistentRead")))
+        if operation == "BatchGetItem":
+            units = 0.0
+            for table, request in params["RequestItems"].items():
+                for key in request["Keys"]:
+                    size = item_size(self._get(table, key))
+                    units += read_units(size, consistent=bool(request.get("ConsistentRead")))
+            return units
+        if operation == "TransactGetItems":
+            return sum(
+                read_units(
+                    item_size(self._get(e["Get"]["TableName"], e["Get"]["Key"])),
+                    transactional=True,
+                )
+                for e in params["TransactItems"]
+            )
+        if operation in ("Query", "Scan"):
+            return self._query_units(operation, params)
+        return 0.0
+
+    def _query_units(self, operation: str, params: dict[str, Any]) -> float:
+        """The same page again, without filter, projection or Select: the items evaluated."""
+        replay: dict[str, Any] = {
+            k: params[k]
+            for k in (
+                "TableName",
+                "IndexName",
+                "KeyConditionExpression",
+                "ExclusiveStartKey",
+                "Limit",
+                "ScanIndexForward",
+                "ConsistentRead",
+            )
+            if k in params
         }
-    return {"baseline_import_boto3_ms": round(baseline * 1000, 1), "functions": rows}
+        used = set(re.findall(r"[#:][A-Za-z0-9_]+", replay.get("KeyConditionExpression", "")))
+        names = {
+            k: v for k, v in (params.get("ExpressionAttributeNames") or {}).items() if k in used
+        }
+        values = {
+            k: v for k, v in (params.get("ExpressionAttributeValues") or {}).items() if k in used
+        }
+        if names:
+            replay["ExpressionAttributeNames"] = names
+        if values:
+            replay["ExpressionAttributeValues"] = values
+        page = getattr(self.reader, "query" if operation == "Query" else "scan")(**replay)
+        index = next((i for i in self.schema.indexes if i.name == params.get("IndexName")), None)
+        size = 0
+        for item in page.get("Items", []):
+            entry = index.entry(item, self.schema.keys) if index else item
+            size += item_size(entry)
+        consistent = bool(params.get("ConsistentRead")) and index is None
+        return read_units(size, consistent=consistent)
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            calls = list(self.calls)
+        indexes: Counter[str] = Counter()
+        for call in calls:
+            indexes.update(call.wru_indexes)
+        return {
+            "calls": dict(Counter(call.operation for call in calls)),
+            "wru": sum(call.wru for call in calls),
+            "wru_table": sum(call.wru_table for call in calls),
+            "wru_indexes": dict(indexes),
+            "rru": sum(call.rru for call in calls),
+            "per_call": [
+                {
+                    "operation": c.operation,
+                    "wru_table": c.wru_table,
+                    "wru_indexes": c.wru_indexes,
+                    "rru": c.rru,
+                }
+                for c in calls
+            ],
+        }
 
 
-# -- SSE latency page ----------------------------------------------------------------------------
+# -- Lambda invocations, API requests, SQS requests, log bytes: observed ---------------------
+
+
+def template_functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: resource.get("Properties") or {}
+        for name, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+
+
+def function_memory(template: dict[str, Any]) -> dict[str, int]:
+    """Each function's MemorySize (its own, or the Globals')."""
+    default = int(((template.get("Globals") or {}).get("Function") or {}).get("MemorySize", 128))
+    return {
+        name: int(props.get("MemorySize", default))
+        for name, props in template_functions(template).items()
+    }
+
+
+def table_schema(template: dict[str, Any]) -> TableSchema:
+    tables = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::DynamoDB::Table"
+    ]
+    if len(tables) != 1:
+        raise ValueError(f"expected one DynamoDB table in the template, found {len(tables)}")
+    return TableSchema.from_properties(tables[0])
+
+
+class LambdaMeter:
+    """Every invocation of the stack's functions with its handler time: wraps the stack's
+    `handler_for` (Step Functions tasks, event sources, authorizers) and `app_for` (the
+    gateway's routes, one invocation per request)."""
+
+    def __init__(self, memory_mb: dict[str, int]) -> None:
+        self.memory_mb = memory_mb
+        self.invocations: list[tuple[str, float]] = []
+        self._lock = threading.Lock()
+
+    def record(self, logical_id: str, seconds: float) -> None:
+        with self._lock:
+            self.invocations.append((logical_id, seconds))
+
+    def reset(self) -> None:
+        with self._lock:
+            self.invocations.clear()
+
+    def wrap(self, stack: Any) -> None:
+        handler_for, app_for = stack.handler_for, stack.app_for
+        meter = self
+
+        def timed_handler_for(logical_id: str) -> Callable[..., Any]:
+            handler = handler_for(logical_id)
+
+            def invoke(event: Any, context: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return handler(event, context)
+                finally:
+                    meter.record(logical_id, time.perf_counter() - start)
+
+            return invoke
+
+        class TimedApp:
+            def __init__(self, app: Any, logical_id: str) -> None:
+                self.app, self.logical_id = app, logical_id
+
+            async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+                if scope["type"] != "http":
+                    await self.app(scope, receive, send)
+                    return
+                start = time.perf_counter()
+                try:
+                    await self.app(scope, receive, send)
+                finally:
+                    meter.record(self.logical_id, time.perf_counter() - start)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.app, name)
+
+        stack.handler_for = timed_handler_for
+        stack.app_for = lambda logical_id: TimedApp(app_for(logical_id), logical_id)
+
+    def summary(self) -> dict[str, Any]:
+        rows: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            invocations = list(self.invocations)
+        for logical_id, seconds in invocations:
+            row = rows.setdefault(
+                logical_id,
+                {"invocations": 0, "billed_ms": 0, "memory_mb": self.memory_mb[logical_id]},
+            )
+            row["invocations"] += 1
+            row["billed_ms"] += math.ceil(seconds * 1000)  # Lambda bills per 1 ms, rounded up
+        for row in rows.values():
+            row["gb_seconds"] = row["billed_ms"] / 1000 * row["memory_mb"] / 1024
+        return rows
+
+
+class ApiCounter:
+    """The local gateway, counting the HTTP requests it is sent (API Gateway's billed unit)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.requests = 0
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    ) -> None:
+        if scope["type"] == "http":
+            self.requests += 1
+        await self.app(scope, receive, send)
+
+
+@contextlib.contextmanager
+def captured_output() -> Iterator[dict[str, int]]:
+    """Bytes and lines the process writes to stdout and stderr meanwhile (the functions' logs
+    and EMF metrics: what CloudWatch Logs would ingest), at the file descriptor level."""
+    result = {"bytes": 0, "lines": 0}
+    saved: list[tuple[int, int]] = []
+    with tempfile.TemporaryFile() as sink:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd in (1, 2):
+            saved.append((fd, os.dup(fd)))
+            os.dup2(sink.fileno(), fd)
+        try:
+            yield result
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in saved:
+                os.dup2(copy, fd)
+                os.close(copy)
+            sink.seek(0)
+            data = sink.read()
+            result["bytes"] = len(data)
+            result["lines"] = data.count(b"\n")
+
+
+# -- one single-turn echo task, counted -----------------------------------------------------
+
+
+def _message(text: str, *, immediate: bool = False) -> dict[str, Any]:
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+    return {"message": message, "configuration": {"returnImmediately": immediate}}
+
+
+def measure_units(
+    workflow: str = "STANDARD", *, blocking: bool = True, text: str = "units please"
+) -> dict[str, Any]:
+    """Every unit one single-turn echo task (one blocking SendMessage, its turn, its stream
+    batch) costs on a fresh local stack with `WorkflowType=workflow` (after one warm-up task, so
+    that handler times are warm ones: cold starts are measured on their own)."""
+    import boto3
+    import httpx
+
+    from a2a_serverless.local.stack import REGION, LocalStack
+
+    stack = LocalStack(parameters={"WorkflowType": workflow}, event_sources="manual").start()
+    try:
+        assert stack.event_sources is not None
+        session_events = boto3._get_default_session().events
+        reader = boto3.session.Session().client("dynamodb", region_name=REGION)
+        ddb = DynamoMeter(table_schema(stack.template), stack.env["TABLE_NAME"], reader)
+        ddb.attach(session_events)  # before the functions make their clients (lazily)
+        sqs_calls: Counter[str] = Counter()
+        session_events.register(
+            "before-call.sqs", lambda model, **_: sqs_calls.update([model.name])
+        )
+        lambdas = LambdaMeter(function_memory(stack.template))
+        lambdas.wrap(stack)
+        api = ApiCounter(stack.gateway())
+        stream = stack.event_sources.by_name("WebhookSenderFunction.TaskEvents")
+        sfn = stack._client("stepfunctions")
+        machine = stack.env["STATE_MACHINE_ARN"]
+
+        def settle() -> None:
+            """Until no execution runs, then every stream record to the webhook sender."""
+            deadline = time.monotonic() + 30
+            while any(
+                e["status"] == "RUNNING"
+                for e in sfn.list_executions(stateMachineArn=machine)["executions"]
+            ):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("a flow execution is still running after 30 s")
+                time.sleep(0.02)
+            while stream.poll_once():
+                pass
+
+        async def task(client: httpx.AsyncClient, text: str) -> str:
+            response = await client.post(
+                "/message:send", json=_message(text, immediate=not blocking), headers=HEADERS
+            )
+            assert response.status_code == 200, response.text
+            return str(response.json()["task"]["id"])
+
+        async def run() -> tuple[str, dict[str, int], float]:
+            transport = httpx.ASGITransport(app=api)
+            async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+                with captured_output():  # the warm-up's log lines are neither shown nor counted
+                    await task(client, "warm up")
+                    await asyncio.to_thread(settle)
+                ddb.reset()
+                lambdas.reset()
+                sqs_calls.clear()
+                api.requests = 0
+                with captured_output() as logs:
+                    start = time.perf_counter()
+                    task_id = await task(client, text)
+                    elapsed = time.perf_counter() - start
+                    await asyncio.to_thread(settle)
+                return task_id, logs, elapsed
+
+        task_id, logs, send_seconds = asyncio.run(run())
+        executions = [
+            e
+            for e in sfn.list_executions(stateMachineArn=machine)["executions"]
+            if e["name"].startswith(task_id)
+        ]
+        definition_bytes = len(sfn.describe_state_machine(stateMachineArn=machine)["definition"])
+        transitions = 0
+        express_gb_s = 0.0
+        for execution in executions:
+            history = sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
+            transitions += sum(1 for e in history if e["type"].endswith("StateEntered"))
+            described = sfn.describe_execution(executionArn=execution["executionArn"])
+            seconds = (described["stopDate"] - described["startDate"]).total_seconds()
+            billed_s = math.ceil(seconds / EXPRESS_DURATION_STEP_S - 1e-9) * EXPRESS_DURATION_STEP_S
+            used_mb = (
+                EXPRESS_BASE_MEMORY_MB
+                + (definition_bytes + len(described.get("input", ""))) / 1024**2
+            )
+            billed_mb = math.ceil(used_mb / EXPRESS_MEMORY_CHUNK_MB) * EXPRESS_MEMORY_CHUNK_MB
+            express_gb_s += max(billed_s, EXPRESS_DURATION_STEP_S) * billed_mb / 1024
+        functions = lambdas.summary()
+        invocations = sum(f["invocations"] for f in functions.values())
+        log_bytes = (
+            logs["bytes"]
+            + LOG_EVENT_OVERHEAD_BYTES * logs["lines"]
+            + (LAMBDA_PLATFORM_LOG_BYTES + 3 * LOG_EVENT_OVERHEAD_BYTES) * invocations
+            + (ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES) * api.requests
+        )
+        return {
+            "workflow": workflow,
+            "blocking": blocking,
+            "task_id": task_id,
+            "send_ms": round(send_seconds * 1000, 1),
+            "api_requests": api.requests,
+            "lambda": functions,
+            "dynamodb": ddb.summary(),
+            "stepfunctions": {
+                "executions": len(executions),
+                "state_transitions": transitions,
+                "express_gb_seconds": express_gb_s,
+            },
+            "sqs_requests": dict(sqs_calls),
+            "log_bytes": log_bytes,
+            "function_log_bytes": logs["bytes"],
+        }
+    finally:
+        stack.stop()
+
+
+def price(units: dict[str, Any], workflow: str) -> dict[str, float]:
+    """$ per 1M tasks, per service, from one task's units."""
+    p = PRICES
+    functions = units["lambda"].values()
+    sfn = units["stepfunctions"]
+    ddb = units["dynamodb"]
+    if workflow == "STANDARD":
+        stepfunctions = sfn["state_transitions"] * p["sfn_standard_transition"]
+    else:
+        stepfunctions = (
+            sfn["executions"] * p["sfn_express_request"]
+            + sfn["express_gb_seconds"] * p["sfn_express_gb_second"]
+        )
+    per_task = {
+        "apigateway": units["api_requests"] * p["apigateway_rest_request"],
+        "lambda": sum(
+            f["invocations"] * p["lambda_request"] + f["gb_seconds"] * p["lambda_arm64_gb_second"]
+            for f in functions
+        ),
+        "stepfunctions": stepfunctions,
+        "dynamodb": ddb["wru"] * p["dynamodb_wru"] + ddb["rru"] * p["dynamodb_rru"],
+        "sqs": sum(units["sqs_requests"].values()) * p["sqs_request"],
+        "cloudwatch_logs": units["log_bytes"] * p["cloudwatch_logs_ingested_byte"],
+    }
+    per_million = {name: round(usd * 1e6, 2) for name, usd in per_task.items()}
+    per_million["total"] = round(sum(per_task.values()) * 1e6, 2)
+    return per_million
+
+
+def cost_phase() -> dict[str, Any]:
+    units = {workflow: measure_units(workflow) for workflow in ("STANDARD", "EXPRESS")}
+    prices = {workflow: price(units[workflow], workflow) for workflow in units}
+    standard = units["STANDARD"]
+    return {
+        "wru_per_task": standard["dynamodb"]["wru"],
+        "rru_per_task": standard["dynamodb"]["rru"],
+        "usd_per_million_tasks": {w: prices[w]["total"] for w in prices},
+        "sfn_transitions_per_turn": standard["stepfunctions"]["state_transitions"],
+        "usd_breakdown_per_million_tasks": prices,
+        "units_per_task": units,
+    }
+
+
+# -- cold start --------------------------------------------------------------------------------
+
+# The sample event each function's first request is made with (events/). SendMessage's is sent
+# non-blocking (nothing runs the turn on the moto server); StreamFunction's is its cancel route
+# (a plain JSON answer).
+COLD_START_EVENTS = {
+    "AuthorizerFunction": "authorizer_request.json",
+    "AgentCardFunction": "agent_card.json",
+    "SendMessageFunction": "send_message.json",
+    "GetTaskFunction": "get_task.json",
+    "ListTasksFunction": "list_tasks.json",
+    "StreamFunction": "cancel_task.json",
+    "PushConfigFunction": "push_config_list.json",
+    "FlowWorkerFunction": "flow_worker_step.json",
+    "WebhookSenderFunction": "webhook_stream_batch.json",
+}
+
+_PROBE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+spec = json.loads(sys.argv[1])
+if spec["kind"] == "baseline":
+    import boto3
+    client = boto3.client("dynamodb")
+    t1 = time.perf_counter()
+    client.get_item(TableName=spec["table"], Key={"pk": {"S": "none"}, "sk": {"S": "none"}})
+    t2 = time.perf_counter()
+    print(json.dumps({"import_s": t1 - t0, "first_s": t2 - t1, "status": 200}))
+    sys.exit(0)
+sys.path.insert(0, spec["code_dir"])
+if spec["kind"] == "web":
+    import uvicorn.main  # what `python -m uvicorn` (run.sh) loads before the app
+import app
+t1 = time.perf_counter()
+event = json.loads(open(spec["event"]).read())
+status = None
+if spec["kind"] == "web":
+    import asyncio
+    headers = {k: v[-1] for k, v in (event.get("multiValueHeaders") or {}).items()}
+    headers.update(event.get("headers") or {})
+    headers["x-amzn-request-context"] = json.dumps(event["requestContext"])
+    query = event.get("queryStringParameters") or {}
+    body = (event.get("body") or "").encode()
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+        "method": event["httpMethod"], "scheme": "http", "path": event["path"],
+        "raw_path": event["path"].encode(), "root_path": "",
+        "query_string": "&".join(f"{k}={v}" for k, v in query.items()).encode(),
+        "headers": [(k.lower().encode(), str(v).encode()) for k, v in headers.items()],
+        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8080),
+    }
+    async def call():
+        sent = []
+        async def receive():
+            if not sent:
+                sent.append(1)
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.sleep(3600)
+        async def send(message):
+            global status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+        await app.app(scope, receive, send)
+    asyncio.run(call())
+else:
+    class Context:
+        function_name = spec["name"]
+        function_version = "$LATEST"
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:" + spec["name"]
+        memory_limit_in_mb = 512
+        aws_request_id = "00000000-0000-0000-0000-000000000000"
+        log_group_name = "/aws/lambda/" + spec["name"]
+        log_stream_name = "bench"
+        def get_remaining_time_in_millis(self):
+            return 60000
+    try:
+        result = app.handler(event, Context())
+        status = result.get("statusCode", 200) if isinstance(result, dict) else 200
+    except Exception as exc:  # the authorizer's "Unauthorized" is one (API Gateway's 401)
+        status = f"{type(exc).__name__}: {exc}"[:80]
+t2 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "first_s": t2 - t1, "status": status}))
+"""
+
+
+def _cold_start_resources(endpoint: str, stack: Any) -> None:
+    """The table, queues and state machine the functions name, on the moto server."""
+    import boto3
+
+    from a2a_serverless.local.stack import REGION
+
+    def client(service: str) -> Any:
+        return boto3.session.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+        ).client(service, endpoint_url=endpoint)  # type: ignore[call-overload]  # any service
+
+    props = next(
+        r["Properties"]
+        for r in stack.template["Resources"].values()
+        if r["Type"] == "AWS::DynamoDB::Table"
+    )
+    ddb = client("dynamodb")
+    ddb.create_table(
+        TableName=stack.env["TABLE_NAME"],
+        AttributeDefinitions=props["AttributeDefinitions"],
+        KeySchema=props["KeySchema"],
+        GlobalSecondaryIndexes=[
+            {k: v for k, v in index.items() if k in ("IndexName", "KeySchema", "Projection")}
+            for index in props.get("GlobalSecondaryIndexes") or ()
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    sqs = client("sqs")
+    for url in stack.queues.values():
+        name = url.rsplit("/", 1)[-1]
+        attributes = {"FifoQueue": "true"} if name.endswith(".fifo") else {}
+        sqs.create_queue(QueueName=name, Attributes=attributes)
+    arn = stack.env.get("STATE_MACHINE_ARN")
+    if arn:
+        client("stepfunctions").create_state_machine(
+            name=arn.rsplit(":", 1)[-1],
+            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+            roleArn="arn:aws:iam::123456789012:role/bench",
+        )
+
+
+def _probe(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def cold_start(repeats: int = 3) -> dict[str, Any]:
+    """Import plus first request of every function of the template, each in a fresh
+    interpreter talking to a moto server, against `import boto3; boto3.client('dynamodb')` plus
+    one GetItem in the same conditions (the median ratio over `repeats` pairs)."""
+    from moto.server import ThreadedMotoServer
+
+    from a2a_serverless.local.stack import LocalStack
+
+    # The functions' settings and resource names, as the local stack computes them.
+    with LocalStack(event_sources=False) as stack:
+        specs = dict(stack.functions)
+        stack_env = dict(stack.env)
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        _cold_start_resources(endpoint, stack)
+        base = {
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": str(ROOT / "shared"),
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint,
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+
+        # Each function's probe is paired with a baseline probe run just before it, and the
+        # ratio taken per pair: the machine's load drifts over a run, a pair shares it.
+        baseline_spec = {"kind": "baseline", "table": stack_env["TABLE_NAME"]}
+        baseline_env = {**base, **stack_env}
+        probes: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
+        rows: dict[str, dict[str, Any]] = {}
+        for logical_id, spec in specs.items():
+            sample = COLD_START_EVENTS.get(logical_id)
+            if sample is None:
+                rows[logical_id] = {"error": "no sample event in COLD_START_EVENTS"}
+                continue
+            event_path = ROOT / "events" / sample
+            if logical_id == "SendMessageFunction":
+                event = json.loads(event_path.read_text())
+                body = json.loads(event["body"])
+                body["configuration"]["returnImmediately"] = True
+                event["body"] = json.dumps(body)
+                handle, name = tempfile.mkstemp(suffix=".json")
+                os.write(handle, json.dumps(event).encode())
+                os.close(handle)
+                event_path = Path(name)
+            env = {**base, **stack_env, **spec.env}
+            if logical_id == "AuthorizerFunction":
+                env["AUTH_MODE"] = "ApiKey"  # its deployed use: a key looked up in the table
+            probes[logical_id] = (
+                {
+                    "kind": "web" if spec.is_web_adapter else "handler",
+                    "code_dir": str(spec.code_dir),
+                    "event": str(event_path),
+                    "name": logical_id,
+                },
+                env,
+            )
+        runs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+        for _ in range(repeats):
+            for logical_id, (spec_, env) in probes.items():
+                base_run = _probe(baseline_spec, baseline_env)
+                runs[logical_id].append((_probe(spec_, env), base_run))
+
+        def ms(values: Iterator[float]) -> float:
+            return round(statistics.median(values) * 1000, 1)
+
+        all_baselines = [b for pairs in runs.values() for _, b in pairs]
+        baseline = {
+            "import_ms": ms(b["import_s"] for b in all_baselines),
+            "first_request_ms": ms(b["first_s"] for b in all_baselines),
+            "total_ms": ms(b["import_s"] + b["first_s"] for b in all_baselines),
+            "runs": len(all_baselines),
+        }
+        for logical_id, pairs in runs.items():
+            rows[logical_id] = {
+                "import_ms": ms(r["import_s"] for r, _ in pairs),
+                "first_request_ms": ms(r["first_s"] for r, _ in pairs),
+                "total_ms": ms(r["import_s"] + r["first_s"] for r, _ in pairs),
+                "status": pairs[-1][0]["status"],
+                "ratio": round(
+                    statistics.median(
+                        (r["import_s"] + r["first_s"]) / (b["import_s"] + b["first_s"])
+                        for r, b in pairs
+                    ),
+                    2,
+                ),
+            }
+    finally:
+        server.stop()
+    return {"baseline_boto3_client_and_call": baseline, "functions": rows}
+
+
+# -- the local stack's speed (scripts/bench_local.py) -----------------------------------------
+
+LOCAL_KEYS = (
+    "local_tasks_per_second",
+    "local_throughput_ratio_5000_stored",
+    "blocking_send_p50_ms",
+    "stream_p95_ms_8_streams",
+    "sdk_inmemory_tasks_per_second",
+    "ratio_vs_sdk_inmemory",
+)
+
+
+def local_phase(quick: bool) -> dict[str, Any]:
+    """scripts/bench_local.py's figures; None each while it is absent or fails."""
+    path = ROOT / "scripts" / "bench_local.py"
+    empty: dict[str, Any] = dict.fromkeys(LOCAL_KEYS)
+    if not path.exists():
+        return {**empty, "local_error": "scripts/bench_local.py is not there"}
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_local", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        figures = module.local_figures(clients=8, stored=5000, quick=quick)
+    except Exception as exc:  # a figure missing must not lose the others
+        return {**empty, "local_error": f"{type(exc).__name__}: {exc}"}
+    return {**empty, **{k: figures.get(k) for k in LOCAL_KEYS}}
+
+
+# -- SSE latency page ------------------------------------------------------------------------
 
 LATENCY_TEST = "tests/e2e/test_streaming.py::test_event_latency_emit_to_receive"
 LATENCY_DOC = ROOT / "docs" / "stream-latency.md"
@@ -97,208 +1098,209 @@ def write_latency_doc() -> int:
     return subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
 
 
-# -- latency, throughput and units -------------------------------------------------------------
+# -- report ------------------------------------------------------------------------------------
 
 
-class Meter:
-    """Counts DynamoDB calls and estimated capacity units, via botocore events."""
-
-    def __init__(self) -> None:
-        self.calls: Counter[str] = Counter()
-        self.wcu = 0.0
-        self.rcu = 0.0
-
-    @staticmethod
-    def item_size(item: dict[str, Any]) -> int:
-        size = 0
-        for name, value in item.items():
-            size += len(name.encode())
-            ((kind, raw),) = value.items()
-            if kind == "S":
-                size += len(raw.encode())
-            elif kind == "N":
-                size += len(raw) // 2 + 1
-            else:
-                size += len(json.dumps(raw))
-        return size
-
-    def before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        name = model.name
-        self.calls[name] += 1
-        if name == "PutItem":
-            self.wcu += math.ceil(self.item_size(params["Item"]) / 1024)
-        elif name == "UpdateItem":
-            self.wcu += 1  # header updates are small (< 1 KB)
-        elif name == "TransactWriteItems":
-            for entry in params["TransactItems"]:
-                if "Put" in entry:
-                    self.wcu += 2 * math.ceil(self.item_size(entry["Put"]["Item"]) / 1024)
-                else:
-                    self.wcu += 2
-
-    def after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        items = parsed.get("Items") or ([parsed["Item"]] if "Item" in parsed else [])
-        size = sum(self.item_size(i) for i in items)
-        if model.name in ("Query", "GetItem"):
-            self.rcu += max(1, math.ceil(size / 4096))
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
 
 
-async def http_phase(requests: int, concurrency: int) -> dict[str, Any]:
-    import httpx
+def _meets(value: Any, target: tuple[str, float]) -> str:
+    if value is None:
+        return "?"
+    op, bound = target
+    return "ok" if (value <= bound if op == "<=" else value >= bound) else "MISSED"
 
-    from a2a_serverless import wiring
-    from a2a_serverless.local.stack import LocalStack
 
-    # Event sources polled by hand, so the sender's share of a task is counted exactly.
-    stack = LocalStack(event_sources="manual").start()
-    assert stack.event_sources is not None
-    task_events = stack.event_sources.by_name("WebhookSenderFunction.TaskEvents")
+def headline(report: dict[str, Any]) -> list[tuple[str, Any, tuple[str, float]]]:
+    usd = report.get("usd_per_million_tasks") or {}
+    ratios = report.get("cold_start_ratio") or {}
+    worst = max(ratios.values()) if ratios else None
+    values = {
+        "wru_per_task": report.get("wru_per_task"),
+        "sfn_transitions_per_turn": report.get("sfn_transitions_per_turn"),
+        "usd_per_million_tasks.EXPRESS": usd.get("EXPRESS"),
+        "usd_per_million_tasks.STANDARD": usd.get("STANDARD"),
+        "cold_start_ratio (worst)": worst,
+        "local_tasks_per_second": report.get("local_tasks_per_second"),
+        "local_throughput_ratio_5000_stored": report.get("local_throughput_ratio_5000_stored"),
+        "stream_p95_ms_8_streams": report.get("stream_p95_ms_8_streams"),
+        "blocking_send_p50_ms": report.get("blocking_send_p50_ms"),
+    }
+    return [(name, values[name], TARGETS[name]) for name in TARGETS]
 
-    def run_webhook_sender() -> int:
-        """Invoke the sender for everything on the stream; returns the invocations."""
-        before = task_events.invocations
-        while task_events.poll_once():
-            pass
-        return task_events.invocations - before
 
-    invocations: Counter[str] = Counter()
-    original_invoke = stack._invoke
+def render_text(report: dict[str, Any]) -> str:
+    lines = ["issue 14 figures (measured | target)"]
+    for name, value, target in headline(report):
+        lines.append(
+            f"  {name:<38} {_fmt(value):>10}   {target[0]} {target[1]:<6} {_meets(value, target)}"
+        )
+    breakdown = report.get("usd_breakdown_per_million_tasks") or {}
+    if breakdown:
+        services = list(next(iter(breakdown.values())))
+        lines.append("$ per 1M single-turn echo tasks, by service")
+        lines.append("  " + f"{'':<16}" + "".join(f"{w:>12}" for w in breakdown))
+        for service in services:
+            lines.append(
+                "  "
+                + f"{service:<16}"
+                + "".join(f"{breakdown[w][service]:>12.2f}" for w in breakdown)
+            )
+    ratios = report.get("cold_start_ratio") or {}
+    if ratios:
+        lines.append("cold start (import + first request) / (import boto3 + client + one call)")
+        for name, ratio in ratios.items():
+            lines.append(f"  {name:<26} {ratio:>6.2f}x")
+    return "\n".join(lines)
 
-    def counted(function_name: str, body: Any, headers: Any) -> str:
-        invocations[function_name.rsplit("-", 1)[-1]] += 1
-        return original_invoke(function_name, body, headers)
 
-    stack._invoke = counted  # type: ignore[method-assign]
-    meter = Meter()
-    client_events = wiring.get_store()._db.meta.events
-    client_events.register("provide-client-params.dynamodb.*", meter.before)
-    client_events.register(
-        "after-call.dynamodb.*", lambda parsed, model, **kw: meter.after(parsed, model)
+def cost_table(report: dict[str, Any]) -> str:
+    """The measured section of docs/cost.md."""
+    units = report["units_per_task"]
+    breakdown = report["usd_breakdown_per_million_tasks"]
+    standard = units["STANDARD"]
+    ddb = standard["dynamodb"]
+    lines = [
+        COST_DOC_BEGIN,
+        "",
+        f"Measured by `scripts/bench --cost-doc` on {date.today().isoformat()} "
+        "(one blocking single-turn echo task, warm functions; handler times are the local "
+        "stack's, see above).",
+        "",
+        "| unit per task | STANDARD | EXPRESS |",
+        "|---|---|---|",
+        f"| API Gateway requests | {standard['api_requests']} "
+        f"| {units['EXPRESS']['api_requests']} |",
+    ]
+    for workflow_units in (standard,):
+        for name, row in sorted(workflow_units["lambda"].items()):
+            other = units["EXPRESS"]["lambda"].get(name, {"invocations": 0, "billed_ms": 0})
+            lines.append(
+                f"| {name} invocations (billed ms, {row['memory_mb']} MB) "
+                f"| {row['invocations']} ({row['billed_ms']}) "
+                f"| {other['invocations']} ({other['billed_ms']}) |"
+            )
+    express_ddb = units["EXPRESS"]["dynamodb"]
+    calls = ", ".join(f"{n} {op}" for op, n in sorted(ddb["calls"].items()))
+    lines += [
+        f"| DynamoDB calls | {calls} | "
+        + ", ".join(f"{n} {op}" for op, n in sorted(express_ddb["calls"].items()))
+        + " |",
+        f"| DynamoDB WRU: table | {ddb['wru_table']} | {express_ddb['wru_table']} |",
+    ]
+    for index in sorted(set(ddb["wru_indexes"]) | set(express_ddb["wru_indexes"])):
+        lines.append(
+            f"| DynamoDB WRU: index {index} | {ddb['wru_indexes'].get(index, 0)} "
+            f"| {express_ddb['wru_indexes'].get(index, 0)} |"
+        )
+    lines += [
+        f"| **DynamoDB WRU, total** | **{ddb['wru']}** | **{express_ddb['wru']}** |",
+        f"| DynamoDB RRU | {ddb['rru']:g} | {express_ddb['rru']:g} |",
+        f"| Step Functions executions | {standard['stepfunctions']['executions']} "
+        f"| {units['EXPRESS']['stepfunctions']['executions']} |",
+        f"| Step Functions state transitions | {standard['stepfunctions']['state_transitions']} "
+        f"| (not billed) |",
+        f"| Step Functions Express GB-s | (not billed) "
+        f"| {units['EXPRESS']['stepfunctions']['express_gb_seconds']:.4f} |",
+        f"| SQS requests | {sum(standard['sqs_requests'].values())} "
+        f"| {sum(units['EXPRESS']['sqs_requests'].values())} |",
+        f"| CloudWatch Logs bytes | {standard['log_bytes']} | {units['EXPRESS']['log_bytes']} |",
+        "",
+        "| $ per 1M tasks | STANDARD | EXPRESS |",
+        "|---|---|---|",
+    ]
+    for service in breakdown["STANDARD"]:
+        bold = "**" if service == "total" else ""
+        lines.append(
+            f"| {bold}{service}{bold} | {bold}{breakdown['STANDARD'][service]:.2f}{bold} "
+            f"| {bold}{breakdown['EXPRESS'][service]:.2f}{bold} |"
+        )
+    cold = report.get("cold_start")
+    if cold:
+        base = cold["baseline_boto3_client_and_call"]
+        lines += [
+            "",
+            "Cold start, each function in a fresh interpreter against a moto server: import "
+            "(Web Adapter functions: with uvicorn) plus the first request on its `events/` "
+            "sample, as a ratio to `import boto3; boto3.client('dynamodb')` plus one `GetItem` "
+            f"({base['total_ms']:.0f} ms in this run; the median ratio of runs paired with it).",
+            "",
+            "| function | import ms | first request ms | ratio |",
+            "|---|---|---|---|",
+        ]
+        for name, row in cold["functions"].items():
+            if "ratio" in row:
+                lines.append(
+                    f"| {name} | {row['import_ms']:.0f} | {row['first_request_ms']:.0f} "
+                    f"| {row['ratio']:.2f} |"
+                )
+    lines += ["", COST_DOC_END]
+    return "\n".join(lines)
+
+
+def write_cost_doc(report: dict[str, Any]) -> None:
+    text = COST_DOC.read_text()
+    begin, end = text.index(COST_DOC_BEGIN), text.index(COST_DOC_END) + len(COST_DOC_END)
+    COST_DOC.write_text(text[:begin] + cost_table(report) + text[end:])
+
+
+TOP_LEVEL_KEYS = (
+    "wru_per_task",
+    "usd_per_million_tasks",
+    "sfn_transitions_per_turn",
+    "cold_start_ratio",
+    "local_tasks_per_second",
+    "local_throughput_ratio_5000_stored",
+    "stream_p95_ms_8_streams",
+)
+
+
+def build_report(
+    cost: dict[str, Any],
+    cold: dict[str, Any] | None = None,
+    local: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON report: the stable top-level keys (TOP_LEVEL_KEYS, None where not measured),
+    then the details."""
+    report: dict[str, Any] = {**cost}
+    report["cold_start_ratio"] = (
+        {name: row["ratio"] for name, row in cold["functions"].items() if "ratio" in row}
+        if cold
+        else {}
     )
-    transport = httpx.ASGITransport(app=stack.gateway())
-    results: dict[str, Any] = {}
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-
-            async def timed(method: str, url: str, **kwargs: Any) -> tuple[float, httpx.Response]:
-                start = time.perf_counter()
-                response = await client.request(method, url, headers=HEADERS, **kwargs)
-                elapsed = time.perf_counter() - start
-                assert response.status_code < 400, response.text
-                return elapsed, response
-
-            def body(text: str, immediate: bool = False) -> dict[str, Any]:
-                message = {
-                    "messageId": str(uuid.uuid4()),
-                    "role": "ROLE_USER",
-                    "parts": [{"text": text}],
-                }
-                config = {"returnImmediately": True} if immediate else {}
-                return {"message": message, "configuration": config}
-
-            # Warm-up: imports and first executions.
-            await timed("POST", "/message:send", json=body("warm up"))
-            samples: dict[str, list[float]] = {
-                k: []
-                for k in (
-                    "card",
-                    "send_blocking",
-                    "send_immediate",
-                    "get_task",
-                    "list_tasks",
-                    "cancel",
-                )
-            }
-            for _ in range(requests):
-                samples["card"].append((await timed("GET", "/.well-known/agent-card.json"))[0])
-                elapsed, response = await timed("POST", "/message:send", json=body("hello bench"))
-                samples["send_blocking"].append(elapsed)
-                task_id = response.json()["task"]["id"]
-                samples["get_task"].append((await timed("GET", f"/tasks/{task_id}"))[0])
-                samples["list_tasks"].append((await timed("GET", "/tasks?pageSize=20"))[0])
-                elapsed, response = await timed(
-                    "POST", "/message:send", json=body("slow [slow=30]", True)
-                )
-                samples["send_immediate"].append(elapsed)
-                slow_id = response.json()["task"]["id"]
-                samples["cancel"].append((await timed("POST", f"/tasks/{slow_id}:cancel"))[0])
-            baseline = statistics.median(samples["card"])
-            results["latency_ms"] = {
-                name: {
-                    "p50": round(statistics.median(values) * 1000, 2),
-                    "p95": round(percentile(values, 0.95) * 1000, 2),
-                    "p50_ratio_vs_card": round(statistics.median(values) / baseline, 2),
-                }
-                for name, values in samples.items()
-            }
-
-            # Units for exactly one blocking echo task, start to finish (its stream batch
-            # included: the webhook sender runs for every task, with or without webhooks).
-            await asyncio.sleep(0.5)
-            run_webhook_sender()
-            meter.calls.clear()
-            meter.wcu = meter.rcu = 0.0
-            invocations.clear()
-            _, response = await timed("POST", "/message:send", json=body("units please"))
-            task_id = response.json()["task"]["id"]
-            await asyncio.sleep(0.2)  # the worker's last writes reach the stream
-            invocations["WebhookSenderFunction"] += run_webhook_sender()
-            sfn = stack._client("stepfunctions")
-            history = sfn.get_execution_history(
-                executionArn=stack.env["STATE_MACHINE_ARN"].replace(":stateMachine:", ":execution:")
-                + f":{task_id}-1"
-            )["events"]
-            results["units_per_blocking_echo_task"] = {
-                "api_requests": 1,
-                "lambda_invocations": dict(invocations),
-                "stepfunctions_state_transitions": sum(
-                    1 for e in history if e["type"].endswith("StateEntered")
-                ),
-                "dynamodb_calls": dict(meter.calls),
-                "dynamodb_wcu_estimate_table": meter.wcu,
-                "dynamodb_rcu_estimate": meter.rcu,
-                "note": "RCU includes the blocking send's log polling and the webhook sender's "
-                "config read (the task has no webhook); GSI writes are not included",
-            }
-
-            # Throughput: concurrent blocking sends.
-            async def one() -> None:
-                await timed("POST", "/message:send", json=body("throughput"))
-
-            start = time.perf_counter()
-            for offset in range(0, requests, concurrency):
-                await asyncio.gather(*(one() for _ in range(min(concurrency, requests - offset))))
-            elapsed = time.perf_counter() - start
-            results["throughput"] = {
-                "blocking_tasks_per_second": round(requests / elapsed, 2),
-                "concurrency": concurrency,
-                "ratio_vs_card_rate": round((requests / elapsed) * baseline, 3),
-            }
-    finally:
-        stack.stop()
-    return results
+    if cold:
+        report["cold_start"] = cold
+    report.update({**dict.fromkeys(LOCAL_KEYS), **(local or {})})
+    return report
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--requests", type=int, default=30)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--skip-cold-start", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--skip-cold-start", action="store_true")
+    parser.add_argument("--skip-local", action="store_true", help="no scripts/bench_local.py")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller runs")
+    parser.add_argument("--cost-doc", action="store_true", help=f"rewrite tables in {COST_DOC}")
     parser.add_argument(
         "--write-docs", action="store_true", help=f"also measure and write {LATENCY_DOC}"
     )
     args = parser.parse_args()
-    report: dict[str, Any] = {}
-    if not args.skip_cold_start:
-        report["cold_start"] = cold_start()
-    report.update(asyncio.run(http_phase(args.requests, args.concurrency)))
-    text = json.dumps(report, indent=2)
-    print(text)
+    cost = cost_phase()
+    cold = None if args.skip_cold_start else cold_start(repeats=1 if args.quick else 3)
+    local = None if args.skip_local else local_phase(args.quick)
+    report = build_report(cost, cold, local)
+    print(render_text(report))
     if args.json:
-        args.json.write_text(text + "\n")
+        args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    if args.cost_doc:
+        write_cost_doc(report)
     if args.write_docs:
         return write_latency_doc()
     return 0
