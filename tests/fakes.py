@@ -15,6 +15,7 @@ import dataclasses
 import json
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -79,6 +80,7 @@ class InMemoryTaskStore:
         self.tasks: dict[str, _Task] = {}
         self.dedupes: dict[tuple[str, str], tuple[str, str, int]] = {}
         self.pushes: dict[tuple[str, str], _Push] = {}
+        self._expired: set[str] = set()  # tasks TTL removed, not yet counted off
 
     # -- task log --------------------------------------------------------------------------
 
@@ -321,6 +323,32 @@ class InMemoryTaskStore:
 
     def count_tasks(self, query: ListQuery) -> int:
         return len(self._matching(query))
+
+    def expire(self, task_id: str) -> dict[str, Any]:
+        """What the table's TTL does to a task (test helper): the task is gone; returns the
+        header's old image as the table's stream carries it (deserialized)."""
+        with self._lock:
+            task = self.tasks.pop(task_id)
+            self._expired.add(task_id)
+        record = task.record
+        return {
+            "pk": f"T#{task_id}",
+            "sk": "H",
+            "owner": record.owner,
+            "contextId": record.context_id,
+            "state": record.state.value,
+        }
+
+    def forget_expired(self, image: Mapping[str, Any]) -> bool:
+        # Counts come from the live tasks here: only the once-only answer is to keep.
+        pk, sk = image.get("pk"), image.get("sk")
+        if not (isinstance(pk, str) and pk.startswith("T#") and sk == "H"):
+            return False
+        with self._lock:
+            if pk[2:] not in self._expired:
+                return False
+            self._expired.discard(pk[2:])
+            return True
 
     # -- push configs ----------------------------------------------------------------------
 

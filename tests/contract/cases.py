@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -349,6 +350,40 @@ def test_listing_filters_and_counts(store: TaskStore) -> None:
     for query, expected in cases:
         assert _ids(store, query) == expected, query
         assert store.count_tasks(query) == len(expected), query
+
+
+def test_expired_tasks_leave_the_counts_once(
+    store: TaskStore, expire: Callable[[str], dict[str, Any]]
+) -> None:
+    """TTL removes a task's header; its stream record's old image takes it off the counts,
+    once however often the record comes."""
+    owner = uid("owner")
+    kept = create(store, owner, "c1")
+    gone = create(store, owner, "c1")
+    move(store, gone, TaskState.WORKING, seq=2)
+    elsewhere = create(store, owner, "c2")
+
+    def counts() -> tuple[int, ...]:
+        return tuple(
+            store.count_tasks(ListQuery(owner, context_id=context, state=state))
+            for context, state in [
+                (None, None),
+                (None, TaskState.WORKING),
+                (None, TaskState.SUBMITTED),
+                ("c1", None),
+                ("c1", TaskState.SUBMITTED),
+                ("c2", None),
+            ]
+        )
+
+    assert counts() == (3, 1, 2, 2, 1, 1)
+    image = expire(gone.task_id)
+    assert store.forget_expired({**image, "sk": "E#0000000001"}) is False  # not a header
+    assert store.forget_expired(image) is True
+    assert counts() == (2, 0, 2, 1, 1, 1)
+    assert store.forget_expired(image) is False  # the stream delivered it again
+    assert counts() == (2, 0, 2, 1, 1, 1)
+    assert sorted(_ids(store, ListQuery(owner))) == sorted([kept.task_id, elsewhere.task_id])
 
 
 def test_listing_pages_with_opaque_tokens(store: TaskStore) -> None:

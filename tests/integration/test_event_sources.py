@@ -302,13 +302,16 @@ class TestStreamMapping:
             assert isinstance(record["eventID"], str) and record["eventID"]
             dynamodb = record["dynamodb"]
             assert dynamodb["Keys"] == key
-            assert dynamodb["StreamViewType"] == "NEW_IMAGE"
+            assert dynamodb["StreamViewType"] == "NEW_AND_OLD_IMAGES"
             assert isinstance(dynamodb["SequenceNumber"], str)
             created = dynamodb["ApproximateCreationDateTime"]
             assert isinstance(created, int | float) and abs(created - time.time()) < 120
         assert batch[0]["dynamodb"]["NewImage"]["ev"] == {"S": json.dumps({"sk": "E#0000000001"})}
         assert batch[1]["dynamodb"]["NewImage"]["x"] == {"N": "5"}
-        assert "NewImage" not in batch[2]["dynamodb"]  # NEW_IMAGE view: nothing for a REMOVE
+        assert "OldImage" not in batch[0]["dynamodb"]  # an INSERT had no item before
+        assert batch[1]["dynamodb"]["OldImage"]["ev"] == batch[0]["dynamodb"]["NewImage"]["ev"]
+        assert "NewImage" not in batch[2]["dynamodb"]  # a REMOVE leaves no item: only its old image
+        assert batch[2]["dynamodb"]["OldImage"]["x"] == {"N": "5"}
 
     def test_partial_failure_resumes_at_the_lowest_failed_record(self, stack: LocalStack) -> None:
         def answer(records: list[dict[str, Any]]) -> Result:

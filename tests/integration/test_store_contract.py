@@ -3,9 +3,11 @@ in moto (one stack for the module: every case uses fresh ids)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from boto3.dynamodb.types import TypeDeserializer
 
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
@@ -22,6 +24,27 @@ def table_stack() -> Iterator[LocalStack]:
 @pytest.fixture
 def store(table_stack: LocalStack) -> DynamoDBTaskStore:
     return DynamoDBTaskStore(ddb(), table_stack.env["TABLE_NAME"])
+
+
+@pytest.fixture
+def expire(table_stack: LocalStack) -> Callable[[str], dict[str, Any]]:
+    """What the table's TTL does to a task: every item of its partition deleted; returns the
+    header's old image as the stream carries it (deserialized, as Powertools gives it)."""
+    table = table_stack.env["TABLE_NAME"]
+    deserialize = TypeDeserializer().deserialize
+
+    def expire(task_id: str) -> dict[str, Any]:
+        items = ddb().query(
+            TableName=table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"T#{task_id}"}},
+        )["Items"]
+        for item in items:
+            ddb().delete_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})
+        (header,) = [i for i in items if i["sk"]["S"] == "H"]
+        return {name: deserialize(value) for name, value in header.items()}
+
+    return expire
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def test_plain_parts_are_unchanged() -> None:
     """UUIDs and ordinary principals keep the keys they had before escaping existed."""
     for value in ["alice", "0f1e2d3c-aaaa-bbbb-cccc-000000000000", "arn:aws:sts::1:x/y", "é😀"]:
         assert keys.escape(value) == value
-    assert keys.context_partition("alice", "ctx-1") == "alice#ctx-1"
+    assert keys.join("alice", "ctx-1") == "alice#ctx-1"
 
 
 def test_join_is_injective_over_tricky_pairs() -> None:
@@ -77,12 +77,11 @@ def test_join_is_injective_over_random_strings() -> None:
 def test_owner_scoped_keys_of_the_issue_differ(
     first: tuple[str, str], second: tuple[str, str]
 ) -> None:
-    assert keys.context_partition(*first) != keys.context_partition(*second)
+    assert keys.join(*first) != keys.join(*second)
     assert keys.dedupe_key(*first) != keys.dedupe_key(*second)
 
 
-def test_state_partitions_and_sort_keys_keep_their_order() -> None:
-    assert keys.state_partition("o#x", TaskState.WORKING) == "o%23x#TASK_STATE_WORKING"
+def test_index_sort_keys_keep_their_order() -> None:
     early = keys.index_sort_key("2026-01-01T00:00:00.000Z", "#%")
     late = keys.index_sort_key("2026-01-01T00:00:00.001Z", "")
     assert early < late < "2026-01-01T00:00:00.001Z~"  # ListTasks' "strictly after" bound
@@ -108,8 +107,6 @@ def test_every_key_fits_with_every_part_at_its_bound(char: str) -> None:
         keys.owner_pk(owner)["S"],
         keys.dedupe_key(owner, an_id)["pk"]["S"],
         owner,  # g1pk
-        keys.context_partition(owner, an_id),
-        *(keys.state_partition(owner, state) for state in TaskState),
     ]
     sorts = [
         keys.push_key(an_id, config_id)["sk"]["S"],
@@ -122,10 +119,6 @@ def test_every_key_fits_with_every_part_at_its_bound(char: str) -> None:
         assert keys.utf8_size(value) <= keys.SORT_KEY_MAX_BYTES, value[:40]
     # The budgets are the worst case: the all-`#` strings reach them exactly.
     if char == "#":
-        assert (
-            keys.utf8_size(keys.context_partition(owner, an_id))
-            == (keys.KEY_BUDGETS["g2pk owner#context"][0])
-        )
         assert (
             keys.utf8_size(keys.dedupe_key(owner, an_id)["pk"]["S"])
             == (keys.KEY_BUDGETS["D# retry record partition"][0])
@@ -150,3 +143,21 @@ def test_key_fits_matches_dynamodb_limits() -> None:
 def test_page_tokens_round_trip_tricky_positions() -> None:
     cursor = {"k": keys.index_sort_key("2026-01-01T00:00:00.000Z", "#%😀"), "id": "#%😀"}
     assert keys.decode_page_token(keys.encode_page_token(cursor)) == cursor
+
+
+def test_expired_header_names_only_task_headers() -> None:
+    image = {
+        "pk": "T#t1",
+        "sk": "H",
+        "owner": "o#1",
+        "contextId": "c",
+        "state": "TASK_STATE_WORKING",
+    }
+    assert keys.expired_header(image) == ("t1", "o#1", "c", TaskState.WORKING)
+    for other in (
+        {**image, "sk": "E#0000000001"},  # an event
+        {**image, "pk": "O#o#1"},  # a counter
+        {**image, "state": "NOT_A_STATE"},
+        {k: v for k, v in image.items() if k != "owner"},
+    ):
+        assert keys.expired_header(other) is None, other

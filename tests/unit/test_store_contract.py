@@ -23,6 +23,11 @@ def store() -> InMemoryTaskStore:
 
 
 @pytest.fixture
+def expire(store: InMemoryTaskStore) -> Callable[[str], dict[str, Any]]:
+    return store.expire
+
+
+@pytest.fixture
 def api_key_store() -> InMemoryApiKeyStore:
     return InMemoryApiKeyStore()
 

@@ -6,6 +6,7 @@ in-memory one that passes the same contract tests.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -198,6 +199,13 @@ class TaskListing(Protocol):
         ...
 
     def count_tasks(self, query: ListQuery) -> int: ...
+
+    def forget_expired(self, image: Mapping[str, Any]) -> bool:
+        """Take a task whose header the table's TTL removed off the counters, so `totalSize`
+        stays exact. `image`: the removed item's old image (deserialized) from the table's
+        stream. True when it was a task header counted off now; False for any other item and
+        for a header already counted off (a redelivered record): idempotent."""
+        ...
 
     def read_listed(
         self, records: list[TaskRecord], include_artifacts: bool, history_length: int

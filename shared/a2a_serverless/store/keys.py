@@ -5,10 +5,14 @@ retry records sit in the single table (see template.yaml `TasksTable`):
 
 - `T#{taskId}`: the header `H`, events `E#{seq:010d}`, history `M#{n:06d}`, push configs
   `P#{configId}`. Events sort before the header ("E#" < "H"); history after it.
-- `O#{owner}`: the ListTasks counters, `N#{shard}` per owner and `X#{contextId}` per context.
+- `O#{owner}`: the ListTasks counters, `N#{shard}` per owner (all tasks and per state) and
+  `X#{contextId}` per context (all its tasks: written when a task is created or expires only).
 - `D#{owner}#{messageId}` / `D`: the SendMessage retry record.
-- Three sparse GSIs (`g1pk` owner, `g2pk` owner#context, `g3pk` owner#state; sort key `gsk`
-  = status timestamp#taskId) order an owner's tasks by status time.
+- `T#{taskId}` / `Z`: the marker that an expired task was taken off the counters (idempotent
+  stream consumer); it expires itself a few days later.
+- One sparse GSI (`byOwner`: `g1pk` owner, sort key `gsk` = status timestamp#taskId) orders an
+  owner's tasks by status time; a context or state filter is a filter on it. Every header
+  write that moves `gsk` costs a delete and a put in each index, so there is one index only.
 - `APIKEY#{keyId}` / `APIKEY`: an API key (owner, hash of the key, usage plan key), read by
   the authorizer; `APIKEYS` / `{keyId}`: its copy in the one listing partition of the keys
   (written in the same transactions). Neither has an index attribute (`g1pk`...), an `E#`
@@ -60,13 +64,16 @@ DEDUPE_SK = "D"
 API_KEY_PREFIX = "APIKEY#"
 API_KEY_SK = "APIKEY"
 API_KEY_LIST_PK = "APIKEYS"
+EXPIRED_SK = "Z"  # in a task partition whose header expired: its counters were decremented
+EXPIRED_MARKER_SECONDS = 3 * 86400  # outlives the stream's 24 h retention (redeliveries)
+# Counters expire this long after the tasks they count: TTL deletes items days late, in no
+# order, and a task's removal must find its counters (a recreated one would start at -1).
+COUNTER_TTL_MARGIN_SECONDS = 14 * 86400
 OWNER_COUNTER_SHARDS = 8
 LAST_SEQ = 9_999_999_999  # the largest seq an event sort key holds
 
 INDEX_BY_OWNER = "byOwner"
-INDEX_BY_CONTEXT = "byOwnerContext"
-INDEX_BY_STATE = "byOwnerState"
-INDEX_PARTITION = {INDEX_BY_OWNER: "g1pk", INDEX_BY_CONTEXT: "g2pk", INDEX_BY_STATE: "g3pk"}
+INDEX_PARTITION = "g1pk"
 INDEX_SORT = "gsk"
 
 EVENT_JSON = "ev"  # an event item's StreamResponse wire JSON (what streams and webhooks carry)
@@ -129,14 +136,6 @@ KEY_BUDGETS: dict[str, tuple[int, int]] = {
         PARTITION_KEY_MAX_BYTES,
     ),
     "g1pk owner": (MAX_OWNER_BYTES, PARTITION_KEY_MAX_BYTES),
-    "g2pk owner#context": (
-        _escaped(MAX_OWNER_BYTES) + 1 + _escaped(MAX_ID_BYTES),
-        PARTITION_KEY_MAX_BYTES,
-    ),
-    "g3pk owner#state": (
-        _escaped(MAX_OWNER_BYTES) + 1 + max(len(state.value) for state in TaskState),
-        PARTITION_KEY_MAX_BYTES,
-    ),
     "gsk timestamp#taskId": (TIMESTAMP_BYTES + 1 + _escaped(MAX_ID_BYTES), SORT_KEY_MAX_BYTES),
 }
 _OVER = {name: sizes for name, sizes in KEY_BUDGETS.items() if sizes[0] > sizes[1]}
@@ -209,22 +208,21 @@ def index_sort_key(status_ts: str, task_id: str) -> str:
     return join(status_ts, task_id)
 
 
-def state_partition(owner: str, state: TaskState) -> str:
-    return join(owner, state.value)
-
-
-def context_partition(owner: str, context_id: str) -> str:
-    return join(owner, context_id)
-
-
-def index_for(query: ListQuery) -> tuple[str, str, str | None]:
-    """(index, partition value, extra state filter) for a list query."""
+def list_filter(query: ListQuery) -> tuple[str, dict[str, str], dict[str, Any]] | None:
+    """(FilterExpression, names, values) of a list query's context and state filters on the
+    owner index (both attributes are projected into it); None when it has neither."""
+    terms: list[str] = []
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
     if query.context_id is not None:
-        state_filter = query.state.value if query.state else None
-        return INDEX_BY_CONTEXT, context_partition(query.owner, query.context_id), state_filter
+        terms.append("#ctx = :ctx")
+        names["#ctx"] = "contextId"
+        values[":ctx"] = s(query.context_id)
     if query.state is not None:
-        return INDEX_BY_STATE, state_partition(query.owner, query.state), None
-    return INDEX_BY_OWNER, query.owner, None
+        terms.append("#st = :st")
+        names["#st"] = "state"
+        values[":st"] = s(query.state.value)
+    return (" AND ".join(terms), names, values) if terms else None
 
 
 # -- items -----------------------------------------------------------------------------------
@@ -318,6 +316,22 @@ def stream_event(image: Mapping[str, Any]) -> tuple[str, int, bytes] | None:
     return pk.removeprefix(TASK_PREFIX), int(sk.removeprefix(EVENT_PREFIX)), body.encode()
 
 
+def expired_header(image: Mapping[str, Any]) -> tuple[str, str, str, TaskState] | None:
+    """(task id, owner, context id, state) of a removed item's old image (deserialized, as
+    Powertools' `DynamoDBRecord.dynamodb.old_image` gives it) when it is a task header; None
+    for any other item."""
+    pk, sk = image.get("pk"), image.get("sk")
+    owner, context_id, state = image.get("owner"), image.get("contextId"), image.get("state")
+    if not (isinstance(pk, str) and pk.startswith(TASK_PREFIX) and sk == HEADER):
+        return None
+    if not (isinstance(owner, str) and isinstance(context_id, str) and isinstance(state, str)):
+        return None
+    try:
+        return pk.removeprefix(TASK_PREFIX), owner, context_id, TaskState(state)
+    except ValueError:
+        return None
+
+
 # -- API keys ------------------------------------------------------------------------------
 
 
@@ -398,10 +412,9 @@ def decode_page_token(token: str) -> dict[str, str]:
 def start_key(query: ListQuery, cursor: Mapping[str, str]) -> dict[str, Any]:
     """The ExclusiveStartKey of a page: rebuilt inside the caller's own index partition, so a
     token (forged or another owner's) cannot reach other owners' tasks."""
-    index, partition, _ = index_for(query)
     return {
         **task_key(cursor["id"], HEADER),
-        INDEX_PARTITION[index]: s(partition),
+        INDEX_PARTITION: s(query.owner),
         INDEX_SORT: s(cursor["k"]),
     }
 

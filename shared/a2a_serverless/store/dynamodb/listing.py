@@ -1,5 +1,5 @@
-"""ListTasks on DynamoDB: pages of an owner's tasks from the sparse GSIs, exact counts from
-the counters the task log maintains (or a COUNT query when filtered by time)."""
+"""ListTasks on DynamoDB: pages of an owner's tasks from the sparse owner index, exact counts
+from the counters the task log maintains (or a COUNT query on the index range)."""
 
 from __future__ import annotations
 
@@ -30,22 +30,27 @@ class DynamoDBTaskListing(DynamoDBTable):
     """The TaskListing on the table."""
 
     def _list_kwargs(self, query: ListQuery) -> dict[str, Any]:
-        index, partition, state_filter = keys.index_for(query)
-        values: dict[str, Any] = {":p": s(partition)}
-        condition = f"{keys.INDEX_PARTITION[index]} = :p"
+        """The owner's index range (after `status_after`), context and state as filters: one
+        index keeps each status change at one index move (a delete and a put) instead of one
+        per index. A filtered page reads past the owner's other tasks (the paginator goes on
+        until the page is full), which costs reads, never writes."""
+        values: dict[str, Any] = {":p": s(query.owner)}
+        condition = f"{keys.INDEX_PARTITION} = :p"
         if query.status_after is not None:
             # "~" sorts after "#", so equal timestamps are excluded: strictly after.
             values[":after"] = s(format_timestamp(query.status_after) + "~")
             condition += f" AND {keys.INDEX_SORT} > :after"
         kwargs: dict[str, Any] = {
-            "IndexName": index,
+            "IndexName": keys.INDEX_BY_OWNER,
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
         }
-        if state_filter is not None:
-            kwargs["FilterExpression"] = "#st = :st"
-            kwargs["ExpressionAttributeNames"] = {"#st": "state"}
-            values[":st"] = s(state_filter)
+        found = keys.list_filter(query)
+        if found is not None:
+            expression, names, filter_values = found
+            kwargs["FilterExpression"] = expression
+            kwargs["ExpressionAttributeNames"] = names
+            values.update(filter_values)
         return kwargs
 
     def list_tasks(self, query: ListQuery) -> tuple[list[TaskRecord], str | None]:
@@ -147,26 +152,29 @@ class DynamoDBTaskListing(DynamoDBTable):
         return found
 
     def count_tasks(self, query: ListQuery) -> int:
-        """Exact count: maintained counters, or a COUNT query on the index range."""
-        if query.status_after is not None:
+        """Exact count: maintained counters (the owner's shards: all and per state; a
+        context's: all), or a COUNT query on the index range when filtered by time or by
+        context and state together."""
+        if query.status_after is not None or (
+            query.context_id is not None and query.state is not None
+        ):
             pages = self._pages(Select="COUNT", **self._list_kwargs(query))
             return sum(page.get("Count", 0) for page in pages)
-        name = "all" if query.state is None else keys.state_counter(query.state)
         if query.context_id is not None:
             counter = {
                 "pk": keys.owner_pk(query.owner),
                 "sk": s(keys.context_counter_sk(query.context_id)),
             }
-            shards = [self._get(counter) or {}]
-        else:
-            shards = self._query_all(
-                KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
-                ExpressionAttributeValues={
-                    ":pk": keys.owner_pk(query.owner),
-                    ":n": s(keys.OWNER_SHARD_PREFIX),
-                },
-                ConsistentRead=True,
-            )
+            return max(0, int((self._get(counter) or {}).get("all", {"N": "0"})["N"]))
+        name = "all" if query.state is None else keys.state_counter(query.state)
+        shards = self._query_all(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
+            ExpressionAttributeValues={
+                ":pk": keys.owner_pk(query.owner),
+                ":n": s(keys.OWNER_SHARD_PREFIX),
+            },
+            ConsistentRead=True,
+        )
         return max(0, sum(int(i.get(name, {"N": "0"})["N"]) for i in shards))
 
 

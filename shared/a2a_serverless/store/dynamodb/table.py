@@ -24,8 +24,8 @@ class DynamoDBTable:
         self._table = table_name
         self._ttl_seconds = retention_days * 86400
 
-    def _expires(self) -> dict[str, str]:
-        return keys.n(int(time.time()) + self._ttl_seconds)
+    def _expires(self, margin_seconds: int = 0) -> dict[str, str]:
+        return keys.n(int(time.time()) + self._ttl_seconds + margin_seconds)
 
     def _expiring(self, item: dict[str, Any]) -> dict[str, Any]:
         """The item with its TTL: every item of a task goes with the task."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,38 +53,43 @@ class DynamoDBTaskLog(DynamoDBTable):
 
     # -- writes ----------------------------------------------------------------------------
 
-    def _counter_updates(
-        self, owner: str, context_id: str, add: dict[str, int]
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """ADD to one random shard of the owner's counters and to the context's counter.
-
-        Shards spread the owner's hot item (every transition of every task of that owner
-        touches it) so concurrent transactions rarely conflict; the TTL is refreshed so the
-        counters outlive the owner's last task and then go too.
-        """
+    def _counter_update(self, owner: str, sk: str, add: dict[str, int]) -> dict[str, Any]:
+        """ADD to counters of one counter item, its TTL refreshed so the counters outlive the
+        owner's last task (by a margin: TTL deletes late, and the task's removal must still
+        find its counters to decrement) and then go too."""
         names = {f"#c{i}": name for i, name in enumerate(add)}
         names["#ttl"] = keys.EXPIRES
         values = {f":v{i}": n(delta) for i, delta in enumerate(add.values())}
-        values[":ttl"] = self._expires()
+        values[":ttl"] = self._expires(keys.COUNTER_TTL_MARGIN_SECONDS)
         expression = (
             "ADD " + ", ".join(f"#c{i} :v{i}" for i in range(len(add))) + " SET #ttl = :ttl"
         )
+        return {
+            "TableName": self._table,
+            "Key": {"pk": keys.owner_pk(owner), "sk": s(sk)},
+            "UpdateExpression": expression,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def _counter_updates(
+        self, owner: str, context_id: str | None, add: dict[str, int]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """ADD `add` to one random shard of the owner's counters and, when `context_id` is
+        given (a task created or expired), its `all` to the context's counter.
+
+        Shards spread the owner's hot item (every transition of every task of that owner
+        touches it) so concurrent transactions rarely conflict. A state change touches the
+        shard only: the context counter counts tasks, not states (ListTasks counts a context
+        and a state together with a COUNT query), which saves a transaction item per change.
+        """
         shard = f"{keys.OWNER_SHARD_PREFIX}{random.randrange(keys.OWNER_COUNTER_SHARDS)}"
-        return [
-            (
-                "counter",
-                {
-                    "Update": {
-                        "TableName": self._table,
-                        "Key": {"pk": keys.owner_pk(owner), "sk": s(sk)},
-                        "UpdateExpression": expression,
-                        "ExpressionAttributeNames": names,
-                        "ExpressionAttributeValues": values,
-                    }
-                },
-            )
-            for sk in (shard, keys.context_counter_sk(context_id))
-        ]
+        updates = [("counter", {"Update": self._counter_update(owner, shard, add)})]
+        if context_id is not None:
+            context_add = {"all": add["all"]}
+            update = self._counter_update(owner, keys.context_counter_sk(context_id), context_add)
+            updates.append(("counter", {"Update": update}))
+        return updates
 
     def _optional_puts(
         self, task_id: str, dedupe: Dedupe | None, push_config: TaskPushNotificationConfig | None
@@ -131,9 +137,7 @@ class DynamoDBTaskLog(DynamoDBTable):
             "flowState": s(keys.dumps(record.flow_state)),
             "hcount": n(1),
             "createdAt": s(record.created_at or status_ts),
-            "g1pk": s(record.owner),
-            "g2pk": s(keys.context_partition(record.owner, record.context_id)),
-            "g3pk": s(keys.state_partition(record.owner, record.state)),
+            keys.INDEX_PARTITION: s(record.owner),
             keys.INDEX_SORT: s(keys.index_sort_key(status_ts, record.task_id)),
         }
         if record.metadata:
@@ -162,7 +166,6 @@ class DynamoDBTaskLog(DynamoDBTable):
             ":to": s(new_state.value),
             ":status": s(keys.dumps(change.to_status.wire())),
             ":seq": n(change.seq),
-            ":g3": s(keys.state_partition(change.owner, new_state)),
             ":gsk": s(keys.index_sort_key(status_ts, change.task_id)),
             ":turn": n(change.turn),
         }
@@ -170,7 +173,6 @@ class DynamoDBTaskLog(DynamoDBTable):
             "#st = :to",
             "#status = :status",
             "statusSeq = :seq",
-            "g3pk = :g3",
             f"{keys.INDEX_SORT} = :gsk",
             "#turn = :turn",
         ]
@@ -210,7 +212,7 @@ class DynamoDBTaskLog(DynamoDBTable):
         counters: list[tuple[str, dict[str, Any]]] = []
         if change.from_state != new_state:
             counts = {keys.state_counter(change.from_state): -1, keys.state_counter(new_state): 1}
-            counters = self._counter_updates(change.owner, change.context_id, counts)
+            counters = self._counter_updates(change.owner, None, counts)
         self._transact(
             [
                 ("header", header_update),
@@ -269,6 +271,42 @@ class DynamoDBTaskLog(DynamoDBTable):
             )
         except self._db.exceptions.ConditionalCheckFailedException as exc:
             raise ConflictError("task moved on", ("header",)) from exc
+
+    def forget_expired(self, image: Mapping[str, Any]) -> bool:
+        """Take a task whose header TTL removed off the ListTasks counters (owner shard: all
+        and its last state; its context: all). `image` is the removed item's old image from
+        the table's stream, deserialized; anything but a task header is ignored (False).
+
+        Idempotent: a stream record may be delivered again (a retried batch), so the
+        decrement goes with the creation of the task's `Z` marker, conditional on its absence
+        (it expires itself after the stream's 24-hour retention): a second delivery writes
+        nothing (False). Updates only (an update creates the marker), so the stream consumer
+        needs `dynamodb:UpdateItem` and nothing more."""
+        fields = keys.expired_header(image)
+        if fields is None:
+            return False
+        task_id, owner, context_id, state = fields
+        marker = {
+            "TableName": self._table,
+            "Key": keys.task_key(task_id, keys.EXPIRED_SK),
+            "UpdateExpression": "SET #ttl = :ttl",
+            "ConditionExpression": NEW_ITEM,
+            "ExpressionAttributeNames": {"#ttl": keys.EXPIRES},
+            "ExpressionAttributeValues": {
+                ":ttl": n(int(time.time()) + keys.EXPIRED_MARKER_SECONDS)
+            },
+        }
+        counts = {"all": -1, keys.state_counter(state): -1}
+        try:
+            self._transact(
+                [
+                    ("expired", {"Update": marker}),
+                    *self._counter_updates(owner, context_id, counts),
+                ]
+            )
+        except ConflictError:
+            return False  # counted off before: this record came again
+        return True
 
     # -- reads -----------------------------------------------------------------------------
 
