@@ -1,8 +1,5 @@
-"""GetTaskFunction: GET /tasks/{id} (Mangum)."""
+"""Lambda entry point: the code is a2a_serverless.functions.get_task."""
 
-from a2a_serverless import wiring
-from a2a_serverless.bindings.lambda_adapter import mangum_handler
-from a2a_serverless.bindings.rest import create_app, get_task_router
+from a2a_serverless.functions.get_task import create
 
-app = create_app(get_task_router(wiring.get_service()))
-handler = mangum_handler(app)
+app, handler = create()

@@ -1,8 +1,5 @@
-"""ListTasksFunction: GET /tasks (Mangum)."""
+"""Lambda entry point: the code is a2a_serverless.functions.list_tasks."""
 
-from a2a_serverless import wiring
-from a2a_serverless.bindings.lambda_adapter import mangum_handler
-from a2a_serverless.bindings.rest import create_app, list_tasks_router
+from a2a_serverless.functions.list_tasks import create
 
-app = create_app(list_tasks_router(wiring.get_service()))
-handler = mangum_handler(app)
+app, handler = create()

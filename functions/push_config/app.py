@@ -1,8 +1,5 @@
-"""PushConfigFunction: /tasks/{id}/pushNotificationConfigs[/{configId}] (Mangum)."""
+"""Lambda entry point: the code is a2a_serverless.functions.push_config."""
 
-from a2a_serverless import wiring
-from a2a_serverless.bindings.lambda_adapter import mangum_handler
-from a2a_serverless.bindings.rest import create_app, push_router
+from a2a_serverless.functions.push_config import create
 
-app = create_app(push_router(wiring.get_push()))
-handler = mangum_handler(app)
+app, handler = create()

@@ -1,9 +1,5 @@
-"""SendMessageFunction: POST /message:send, served by uvicorn under the Lambda Web Adapter
-(response streaming) because a blocking send may outlive API Gateway's 29 s buffered limit.
-`run.sh` starts it; `app` is also what the local stack serves."""
+"""Lambda entry point: the code is a2a_serverless.functions.send_message."""
 
-from a2a_serverless import wiring
-from a2a_serverless.bindings.lambda_adapter import web_adapter_app
-from a2a_serverless.bindings.rest import create_app, send_router
+from a2a_serverless.functions.send_message import create
 
-app = web_adapter_app(create_app(send_router(wiring.get_service())))
+app = create()

@@ -1,17 +1,5 @@
-"""StreamFunction: POST /message:stream, POST /tasks/{id} (:cancel, :subscribe) and the
-JSON-RPC bindings on POST / (1.0 and 0.3), under the Lambda Web Adapter (response
-streaming). `run.sh` starts it."""
+"""Lambda entry point: the code is a2a_serverless.functions.stream."""
 
-from a2a_serverless import wiring
-from a2a_serverless.bindings.jsonrpc import jsonrpc_router
-from a2a_serverless.bindings.lambda_adapter import web_adapter_app
-from a2a_serverless.bindings.rest import create_app, stream_router, task_action_router
+from a2a_serverless.functions.stream import create
 
-service = wiring.get_service()
-app = web_adapter_app(
-    create_app(
-        stream_router(service),
-        task_action_router(service),
-        jsonrpc_router(service, wiring.get_push(), wiring.get_card_factory()),
-    )
-)
+app = create()

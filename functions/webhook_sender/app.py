@@ -1,12 +1,5 @@
-"""WebhookSenderFunction: table stream batches and retry-queue batches -> webhooks."""
+"""Lambda entry point: the code is a2a_serverless.functions.webhook_sender."""
 
-from typing import Any
+from a2a_serverless.functions.webhook_sender import create
 
-from a2a_serverless.observability import instrumented_handler
-from a2a_serverless.push.handler import handle
-from a2a_serverless.wiring import get_webhook_sender
-
-
-@instrumented_handler()
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return handle(get_webhook_sender(), event, context)
+handler = create()

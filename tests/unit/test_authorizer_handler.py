@@ -9,6 +9,7 @@ httpx MockTransport (tests/unit/test_auth_jwt.py); only `get_authenticator` is r
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from a2a_serverless.core.auth import (
     JwtAuthenticator,
     new_api_key,
 )
-from a2a_serverless.local.resources import LambdaContext, load_module
+from a2a_serverless.local.resources import LambdaContext
 from tests.fakes import InMemoryApiKeyStore
 from tests.unit.test_auth_api_keys import RecordingUsageKeys
 from tests.unit.test_auth_jwt import ATTACKS, AUDIENCE, ISSUER, Issuer
@@ -38,7 +39,8 @@ CONTEXT = LambdaContext("a2a-AuthorizerFunction")
 
 @pytest.fixture(scope="module")
 def app() -> Any:
-    return load_module("_test_authorizer_app", ROOT / "functions" / "authorizer" / "app.py")
+    # The handler's code (functions/authorizer/app.py binds it): patched where it looks names up.
+    return importlib.import_module("a2a_serverless.functions.authorizer")
 
 
 @pytest.fixture

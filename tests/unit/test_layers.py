@@ -26,6 +26,20 @@ ALLOWED: dict[str, set[str]] = {
     "bindings": {"models", "core", "settings", "observability"},
     "wiring": {"models", "store", "core", "flows", "push", "settings", "observability"},
     "local": {"models", "store", "core", "flows", "push", "bindings", "settings", "wiring"},
+    # The functions' entry code (functions/<name>/app.py binds it): the top, like wiring's users.
+    "functions": {
+        "models",
+        "store",
+        "core",
+        "flows",
+        "push",
+        "bindings",
+        "settings",
+        "observability",
+        "wiring",
+    },
+    # The command (dev-only, like local): serves the local stack, scaffolds projects.
+    "cli": {"local", "settings"},
 }
 
 

@@ -1,4 +1,5 @@
-"""`python -m a2a_serverless.local --port 8000`: the local A2A endpoint (what scripts/dev runs)."""
+"""`python -m a2a_serverless.local --port 8000`: the local A2A endpoint (what scripts/dev runs;
+`a2a-serverless dev` serves it through `serve`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 
 from a2a_serverless.local.issuer import ISSUER_PATH, LOCAL_AUDIENCE
 
@@ -43,14 +45,13 @@ def auth_banner(parameters: dict[str, str], base: str) -> list[str]:
     return [f"auth: {mode}"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="scripts/dev",
-        description="Run the whole stack of template.yaml locally (moto, no Docker, no AWS).",
-    )
+def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the local stack (scripts/dev and `a2a-serverless dev`)."""
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT_LOCAL", DEFAULT_PORT)))
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--flow", help="module:attribute of the flow to serve (default: echo)")
+    parser.add_argument(
+        "--flow", help="module:attribute of the flow to serve, importable from the current folder"
+    )
     parser.add_argument(
         "--param",
         action="append",
@@ -59,13 +60,36 @@ def main(argv: list[str] | None = None) -> int:
         help="template parameter override, e.g. --param WorkflowType=EXPRESS",
     )
     parser.add_argument("--log-level", default="warning")
-    args = parser.parse_args(argv)
 
+
+def parse_params(pairs: list[str]) -> dict[str, str]:
+    """`NAME=VALUE` pairs (--param) as a dict; a pair without `=` is refused."""
+    bad = [p for p in pairs if "=" not in p]
+    if bad:
+        raise SystemExit(f"--param takes NAME=VALUE, got {bad[0]!r}")
+    return dict(p.split("=", 1) for p in pairs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/dev",
+        description="Run the whole stack of template.yaml locally (moto, no Docker, no AWS).",
+    )
+    add_stack_arguments(parser)
+    return serve(parser.parse_args(argv))
+
+
+def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scripts/dev") -> int:
+    """Serve the stack of `root`/template.yaml (None: this repository's) until Ctrl-C."""
+    # The flow is named relative to the folder the command runs in, as users expect (a
+    # console script's sys.path starts with its bin folder, not the current one).
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     # The console shows one JSON log line per request; the EMF metric blobs CloudWatch reads
     # would bury them (POWERTOOLS_METRICS_DISABLED=false scripts/dev prints them too).
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    parameters = dict(p.split("=", 1) for p in args.param)
+    parameters = parse_params(args.param)
     if args.flow:
         parameters["Flow"] = args.flow
     base = f"http://{args.host}:{args.port}"
@@ -79,12 +103,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from a2a_serverless.local.stack import LocalStack
 
-    stack = LocalStack(parameters=parameters).start()
+    stack = LocalStack(root=root, parameters=parameters).start()
     try:
         problem = _flow_problem()
         if problem:
             # Refused at startup, not at the first message (a task FAILED with an import error).
-            print(f"scripts/dev: {problem}", file=sys.stderr, flush=True)
+            print(f"{prog}: {problem}", file=sys.stderr, flush=True)
             return 2
         gateway = stack.gateway()
         print(f"a2a-serverless local stack: {base}", flush=True)
@@ -116,7 +140,7 @@ def _flow_problem() -> str | None:
         wiring.get_flow()
     except Exception as exc:  # whatever the user's module raised
         hint = (
-            " (run scripts/dev from the folder that holds the module, or put it on PYTHONPATH)"
+            " (run the command from the folder that holds the module, or put it on PYTHONPATH)"
             if isinstance(exc, ModuleNotFoundError)
             else ""
         )

@@ -1,0 +1,74 @@
+"""`a2a-serverless`: the command of the package (pyproject [project.scripts]).
+
+- `dev`: the local stack (moto, no Docker) for a flow of the current folder, `--reload` on edits.
+- `invoke FUNCTION EVENT.json`: one function of the template on one event, in-process (the
+  Docker-free `sam local invoke`), the Web Adapter functions through their HTTP path.
+- `new DIR`: an agent project of your own that deploys with this package.
+
+The subcommands' modules are imported only when run, so `--help` answers at once. Dev-only:
+shared/Makefile leaves this package out of the Lambda layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def parser() -> argparse.ArgumentParser:
+    from a2a_serverless.local.__main__ import add_stack_arguments
+
+    top = argparse.ArgumentParser(
+        prog="a2a-serverless",
+        description="An A2A 1.0 agent on AWS serverless: scaffold, serve locally, invoke.",
+    )
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    dev = commands.add_parser(
+        "dev",
+        help="serve the local stack (moto, no Docker) for a flow of the current folder",
+        description="Serve the stack of ./template.yaml (else the packaged one) locally.",
+    )
+    add_stack_arguments(dev)
+    dev.add_argument("--template", help="the template.yaml to serve (default: ./template.yaml)")
+    dev.add_argument(
+        "--reload", action="store_true", help="restart when a .py file under this folder changes"
+    )
+
+    invoke = commands.add_parser(
+        "invoke",
+        help="run one function of the template on an event (no Docker), print its response",
+        description=(
+            "Run FUNCTION (a logical id of the template, e.g. SendMessageFunction) on the "
+            "event in EVENT.json against a fresh in-process local stack; print the response "
+            "as JSON. Exits 1 when the handler raises."
+        ),
+    )
+    invoke.add_argument("function", metavar="FUNCTION")
+    invoke.add_argument("event", metavar="EVENT.json", help="the event file ('-': stdin)")
+    invoke.add_argument("--flow", help="module:attribute of the flow (default: the template's)")
+    invoke.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    invoke.add_argument("--template", help="the template.yaml (default: ./template.yaml)")
+
+    new = commands.add_parser(
+        "new",
+        help="scaffold an agent project (flow, template.yaml, samconfig.toml, test, README)",
+    )
+    new.add_argument("directory", metavar="DIR", help="where to create it (new or empty)")
+    new.add_argument("--name", help="the agent's Python package name (default: from DIR)")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "dev":
+        from a2a_serverless.cli.dev import run as run_dev
+
+        return run_dev(args, sys.argv[1:] if argv is None else argv)
+    if args.command == "invoke":
+        from a2a_serverless.cli.invoke import run as run_invoke
+
+        return run_invoke(args)
+    from a2a_serverless.cli.scaffold import run as run_new
+
+    return run_new(args)

@@ -1,0 +1,107 @@
+"""`a2a-serverless dev`: the local stack for the project in the current folder.
+
+The stack is the one of ./template.yaml (a project made by `a2a-serverless new`, or this
+repository), else of the template packaged with the command, set up in a temporary folder
+with its functions' entry files. `--reload` runs the server in a child process and starts a
+new one when a .py file under the current folder changes (a poll of modification times: no
+dependency, and an edit saved by any editor is seen).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+# Folders whose files are never the project's code.
+_SKIP = {".git", ".venv", "venv", "node_modules", ".aws-sam", "__pycache__", ".mypy_cache"}
+POLL_SECONDS = 0.5
+
+
+@contextmanager
+def stack_root(template: str | None) -> Iterator[Path]:
+    """The folder holding the template.yaml to serve and its functions' code."""
+    if template:
+        path = Path(template).resolve()
+        if path.name != "template.yaml" or not path.is_file():
+            # The local stack reads <root>/template.yaml and the CodeUri folders beside it.
+            raise SystemExit(f"--template must name an existing template.yaml, got {template!r}")
+        yield path.parent
+        return
+    here = Path.cwd() / "template.yaml"
+    if here.is_file():
+        yield Path.cwd()
+        return
+    from a2a_serverless.cli.scaffold import write_stack
+
+    with tempfile.TemporaryDirectory(prefix="a2a-serverless-") as folder:
+        write_stack(Path(folder))
+        yield Path(folder)
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.reload:
+        return _reloading([a for a in argv if a != "--reload"])
+    from a2a_serverless.local.__main__ import serve
+
+    with stack_root(args.template) as root:
+        return serve(args, root=root, prog="a2a-serverless dev")
+
+
+def python_files(folder: Path) -> dict[Path, float]:
+    """Every .py file under `folder` (not in a virtualenv, VCS or build folder) -> its mtime."""
+    found: dict[Path, float] = {}
+    for directory, subdirs, files in os.walk(folder):
+        subdirs[:] = [d for d in subdirs if d not in _SKIP and not d.startswith(".")]
+        for name in files:
+            if name.endswith(".py"):
+                path = Path(directory, name)
+                try:
+                    found[path] = path.stat().st_mtime
+                except FileNotFoundError:  # removed between the listing and the stat
+                    continue
+    return found
+
+
+def _reloading(argv: list[str]) -> int:
+    """Serve in a child process; restart it when a .py file changes; stop on Ctrl-C. A child
+    that exits (a flow that no longer loads) is started again at the next edit."""
+    folder = Path.cwd()
+    command = [sys.executable, "-m", "a2a_serverless.cli", *argv]
+    seen = python_files(folder)
+    child = subprocess.Popen(command)
+    print(f"a2a-serverless dev: watching {folder} for .py changes", flush=True)
+    try:
+        while True:
+            time.sleep(POLL_SECONDS)
+            now = python_files(folder)
+            if now != seen:
+                changed = sorted(str(p.relative_to(folder)) for p in set(now) ^ set(seen))
+                changed += sorted(
+                    str(p.relative_to(folder)) for p in now if p in seen and now[p] != seen[p]
+                )
+                seen = now
+                print(f"a2a-serverless dev: {', '.join(changed)} changed, restarting", flush=True)
+                _stop(child)
+                child = subprocess.Popen(command)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        _stop(child)
+    return 0
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
