@@ -13,6 +13,7 @@ Usage: .venv/bin/python scripts/openapi.py > docs/openapi.yaml
 
 from __future__ import annotations
 
+import copy
 import sys
 from typing import Any
 
@@ -364,7 +365,7 @@ def _paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
         "/tasks/{id}:cancel": {
             "post": {
                 "operationId": "CancelTask",
-                "summary": "Cancel a task that has not settled (the body, if any, is ignored)",
+                "summary": "Cancel a task that has not settled (of a body, only `tenant` is read)",
                 "parameters": [version, task_id],
                 "responses": {"200": _ok("The canceled task", out(a2a.Task)), **_errors(404, 409)},
             }
@@ -427,6 +428,39 @@ def _paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
     }
 
 
+def _with_400(responses: dict[str, Any]) -> dict[str, Any]:
+    """`responses` with a 400 (before `default`): a tenant that is no path segment, or too
+    long for its principal, is refused so under any operation."""
+    if "400" in responses:
+        return responses
+    statuses = {k: v for k, v in responses.items() if k != "default"}
+    return (
+        statuses
+        | {k: v for k, v in _errors(400).items() if k == "400"}
+        | {"default": responses["default"]}
+    )
+
+
+def _with_tenant_paths(paths: dict[str, Any]) -> dict[str, Any]:
+    """Every operation also under `/{tenant}` (the proto's additional_bindings); the card
+    and its keys have no tenant form."""
+    tenant = {"$ref": "#/components/parameters/Tenant"}
+    scoped = {
+        "/{tenant}" + path: {
+            method: copy.deepcopy(operation)  # no YAML aliases to the plain operation
+            | {
+                "operationId": operation["operationId"] + "InTenant",
+                "parameters": [tenant, *operation.get("parameters", [])],
+                "responses": _with_400(operation["responses"]),
+            }
+            for method, operation in item.items()
+        }
+        for path, item in paths.items()
+        if not path.startswith("/.well-known/")
+    }
+    return paths | scoped
+
+
 def build() -> dict[str, Any]:
     """The OpenAPI document as a dict."""
     schemas, names = _schemas()
@@ -451,7 +485,7 @@ def build() -> dict[str, Any]:
             {"url": "http://127.0.0.1:8000", "description": "The local stack (`scripts/dev`)"},
         ],
         "security": [{"ApiKey": []}, {"Bearer": []}, {"SigV4": []}],
-        "paths": _paths(names),
+        "paths": _with_tenant_paths(_paths(names)),
         "components": {
             "parameters": {
                 "A2AVersion": _param(
@@ -463,6 +497,13 @@ def build() -> dict[str, Any]:
                 )
                 | {"required": True},
                 "TaskId": _param("id", "path", {"type": "string"}, "The task's id."),
+                "Tenant": _param(
+                    "tenant",
+                    "path",
+                    {"type": "string", "pattern": "^[A-Za-z0-9._~-]{1,64}$"},
+                    "The tenant (the card's `supportedInterfaces[].tenant`): tasks are the "
+                    "caller's under it; a body's `tenant`, if given, must be the same.",
+                ),
             },
             "responses": {
                 "Status": {

@@ -89,9 +89,22 @@ def check_status_error(body: dict[str, Any], http_status: int) -> dict[str, Any]
     return error
 
 
+# What follows a tenant segment: the first segment of every route with a tenant binding.
+_TENANTED = ("tasks", "message:send", "message:stream", "extendedAgentCard")
+
+
+def without_tenant(path: str) -> str:
+    """`/{tenant}/tasks/x` -> `/tasks/x` (the proto's tenant bindings); other paths as they
+    are. The same operation, answered with the same wire types."""
+    segments = path.split("?")[0].split("/")
+    if len(segments) > 2 and segments[1] not in _TENANTED and segments[2] in _TENANTED:
+        return "/" + "/".join(segments[2:])
+    return path
+
+
 def proto_type_for(method: str, path: str) -> type[ProtoMessage] | None:
-    """The response type of an HTTP+JSON operation, by method and path."""
-    path = path.split("?")[0].rstrip("/") or "/"
+    """The response type of an HTTP+JSON operation, by method and path (under a tenant or not)."""
+    path = without_tenant(path.split("?")[0]).rstrip("/") or "/"
     if method == "GET" and path in ("/.well-known/agent-card.json", "/extendedAgentCard"):
         return a2a_types.AgentCard
     if method == "POST" and path == "/message:send":
@@ -117,7 +130,7 @@ def proto_type_for(method: str, path: str) -> type[ProtoMessage] | None:
 
 def is_stream_operation(method: str, path: str) -> bool:
     """SendStreamingMessage or SubscribeToTask: answered with SSE unless they fail up front."""
-    path = path.split("?")[0].rstrip("/")
+    path = without_tenant(path.split("?")[0]).rstrip("/")
     return method == "POST" and (
         path == "/message:stream" or (path.startswith("/tasks/") and path.endswith(":subscribe"))
     )

@@ -109,6 +109,13 @@ class Settings(BaseSettings):
     push_notifications: bool = Field(
         True, description="Offer push notifications (webhooks); false: capability errors."
     )
+    # -- tenants (H5) --
+    tenant: str = Field(
+        "",
+        description="The tenant the card's A2A 1.0 interfaces declare (clients then send it in "
+        "every request: `/{tenant}/...`, the `tenant` field); empty = none. Requests under any "
+        "tenant, or none, are served; each (principal, tenant) sees only its own tasks.",
+    )
     push_allow_http: bool = Field(False, description="Allow http:// webhooks (development).")
     push_allow_hosts: str = Field(
         "", description="Comma-separated hosts, IPs or CIDRs exempt from the SSRF address checks."

@@ -41,8 +41,8 @@ CHECK_FAILURES: list[str] = []
 
 
 def operation(method: str, path: str) -> str:
-    """The A2A operation (or route family) a request addressed."""
-    path = path.split("?")[0]
+    """The A2A operation (or route family) a request addressed (under a tenant or not)."""
+    path = wire.without_tenant(path.split("?")[0])
     if path == CARD_PATH:
         return "GetAgentCard"
     if method == "POST" and path == "/message:send":

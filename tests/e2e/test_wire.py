@@ -323,7 +323,7 @@ def test_follow_up_with_another_context_is_rejected(http: httpx.Client) -> None:
     ("method", "path"),
     [
         ("GET", "/nope"),
-        ("GET", "/v1/tasks"),
+        ("GET", "/v1/v2/tasks"),  # (/v1/tasks: ListTasks under the tenant "v1")
         ("POST", "/tasks/abc:frobnicate"),
         ("DELETE", "/tasks"),
         ("GET", "/message:send"),

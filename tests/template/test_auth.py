@@ -178,7 +178,7 @@ def test_every_route_but_the_public_card_has_the_modes_security(
     params = _params(auth, **cors)
     security = _security(cfn, params)
     functions_routes = {r for r in security if r[0] != "OPTIONS"}
-    assert functions_routes >= PUBLIC and len(functions_routes) == 13
+    assert functions_routes >= PUBLIC and len(functions_routes) == 23
     protected = {route for route, value in security.items() if value is not None}
     if auth == "None":
         assert protected == set()

@@ -52,6 +52,17 @@ LONG_LIVED = {
     ("POST", "/tasks/{id}"),
     ("POST", "/"),
 }
+# Every operation also under a tenant (the proto's `/{tenant}/...` bindings), on the same
+# function; not the public card and its keys, nor JSON-RPC (which carries `tenant` in params).
+_NO_TENANT = {
+    ("GET", "/.well-known/agent-card.json"),
+    ("GET", "/.well-known/jwks.json"),
+    ("POST", "/"),
+}
+ROUTES |= {
+    (m, "/{tenant}" + p): f for (m, p), f in list(ROUTES.items()) if (m, p) not in _NO_TENANT
+}
+LONG_LIVED |= {(m, "/{tenant}" + p) for m, p in LONG_LIVED if p != "/"}
 MODES = {route: STREAM if route in LONG_LIVED else BUFFERED for route in ROUTES}
 
 

@@ -81,6 +81,8 @@ def test_every_http_json_route_of_the_template_is_described(document: dict[str, 
     for method, path in _template_routes() - {JSONRPC_ROUTE}:
         if (method, path) == ("POST", "/tasks/{id}"):
             expected |= {("POST", action) for action in TASK_ACTIONS}
+        elif (method, path) == ("POST", "/{tenant}/tasks/{id}"):
+            expected |= {("POST", "/{tenant}" + action) for action in TASK_ACTIONS}
         else:
             expected.add((method, path))
     assert described == expected

@@ -41,7 +41,7 @@ from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.card import CardFactory
 from a2a_serverless.core.push import PushService
-from a2a_serverless.core.service import A2AService, AcceptedSend, StreamStart
+from a2a_serverless.core.service import A2AService, AcceptedSend, StreamStart, scoped
 from a2a_serverless.models import (
     A2AModel,
     AgentCard,
@@ -167,8 +167,9 @@ class Call:
 
     @property
     def owner(self) -> str:
-        """The principal whose tasks the call may read and write."""
-        return self.caller.principal
+        """The owner (principal, under the call's tenant) whose tasks the call may read and
+        write."""
+        return self.caller.owner
 
 
 @dataclass
@@ -476,6 +477,13 @@ def _request_object(payload: Any) -> tuple[str, dict[str, Any]]:
     return method, params
 
 
+def _tenant_param(params: dict[str, Any]) -> str | None:
+    tenant = params.get("tenant")
+    if tenant is not None and not isinstance(tenant, str):
+        raise errors.invalid_field("tenant", "must be a string")
+    return tenant
+
+
 def _detect_id(payload: Any) -> tuple[Any, bool]:
     """The id to answer with even when the rest of the request is invalid (JSON-RPC 2.0 §5:
     null only when it cannot be detected); a well-formed object without one is a
@@ -533,7 +541,8 @@ async def _endpoint(services: Services, request: Request) -> Response:
             id_,
             method,
             params,
-            caller(request),
+            # 1.0: every request message has `tenant` (spec §8.3.2); 0.3 has none.
+            scoped(caller(request), _tenant_param(params) if version == "1.0" else None),
             codec,
             base_url(request),
             requested_extensions(request),

@@ -4,6 +4,7 @@ objects it calls, and the binding's error responses (codes from core/errors.py's
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -25,7 +26,6 @@ from a2a_serverless.bindings.http import (
     challenge_headers,
     echo_extensions,
     negotiated_version,
-    principal,
     read_json_body,
     requested_extensions,
     response_media_type,
@@ -35,9 +35,10 @@ from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.card import CardFactory
 from a2a_serverless.core.push import PushService
-from a2a_serverless.core.service import A2AService
+from a2a_serverless.core.service import A2AService, scoped
 from a2a_serverless.models import (
     A2AModel,
+    Caller,
     ListTasksRequest,
     SendMessageRequest,
     StreamResponse,
@@ -145,6 +146,33 @@ def _versioned_router() -> APIRouter:
     return APIRouter(dependencies=[Depends(_version)])
 
 
+# -- tenants -------------------------------------------------------------------------------
+
+TENANT_PREFIX = "/{tenant}"
+
+
+def _route(router: APIRouter, method: str, path: str) -> Callable[[Any], Any]:
+    """Register the handler at `path` and at `/{tenant}` + `path` (the proto's
+    additional_bindings). The handler reads the tenant from `request.path_params`, never as a
+    parameter: on the route without one FastAPI would take it from the query string."""
+
+    def register(handler: Any) -> Any:
+        for each in (path, TENANT_PREFIX + path):  # without the tenant first: it wins ties
+            router.add_api_route(each, handler, methods=[method])
+        return handler
+
+    return register
+
+
+def scoped_caller(request: Request, body_tenant: str | None = None) -> Caller:
+    """Who calls, under the request's tenant: the path's, else the body's `tenant` field;
+    both given, they must agree (InvalidParams naming `tenant`)."""
+    path_tenant = request.path_params.get("tenant")
+    if path_tenant is not None and body_tenant and body_tenant != path_tenant:
+        raise errors.invalid_field("tenant", "does not match the tenant in the request path")
+    return scoped(caller(request), path_tenant if path_tenant is not None else body_tenant)
+
+
 # -- Agent Card ----------------------------------------------------------------------------
 
 
@@ -181,14 +209,14 @@ def card_router(factory: CardFactory) -> APIRouter:
 
     extended = _versioned_router()
 
-    @extended.get("/extendedAgentCard")
+    @_route(extended, "GET", "/extendedAgentCard")
     def get_extended_agent_card(request: Request) -> Response:
         if not factory.offers_extended_card:
             # Answered before asking who calls: an open stack has no extended card at all.
             raise errors.UnsupportedOperationError(
                 "This agent has no extended agent card (capabilities.extendedAgentCard is false)"
             )
-        card = factory.extended_card(base_url(request), caller(request))
+        card = factory.extended_card(base_url(request), scoped_caller(request))
         # Per caller: never cached by a shared cache.
         response = render(request, card)
         response.headers["Cache-Control"] = "private, no-store"
@@ -225,14 +253,14 @@ async def _send_request(request: Request) -> SendMessageRequest:
 def send_router(service: A2AService) -> APIRouter:
     router = _versioned_router()
 
-    @router.post("/message:send")
+    @_route(router, "POST", "/message:send")
     async def send_message(request: Request) -> Response:
         send_request = await _send_request(request)
         # Refusals raise here, before any wait: their status and body are the usual ones.
-        who = caller(request)
+        who = scoped_caller(request, send_request.tenant)
         activated = service.activate_extensions(requested_extensions(request))
         accepted = await run_in_threadpool(
-            service.accept_message, who.principal, send_request, who, activated
+            service.accept_message, who.owner, send_request, who, activated
         )
         # A failure during a wait that already sent keep-alive bytes can no longer change the
         # status: the google.rpc.Status body then comes with HTTP 200 (bindings/keepalive.py).
@@ -255,13 +283,13 @@ def _stream_payload(event: StreamResponse) -> dict[str, Any]:
 def stream_router(service: A2AService) -> APIRouter:
     router = _versioned_router()
 
-    @router.post("/message:stream")
+    @_route(router, "POST", "/message:stream")
     async def send_streaming_message(request: Request) -> Response:
         send_request = await _send_request(request)
-        who = caller(request)
+        who = scoped_caller(request, send_request.tenant)
         activated = service.activate_extensions(requested_extensions(request))
         start = await run_in_threadpool(
-            service.open_message_stream, who.principal, send_request, who, activated
+            service.open_message_stream, who.owner, send_request, who, activated
         )
         return echo_extensions(
             sse_response(event_frames(service, start, _stream_payload)), activated
@@ -276,7 +304,7 @@ def stream_router(service: A2AService) -> APIRouter:
 def get_task_router(service: A2AService) -> APIRouter:
     router = _versioned_router()
 
-    @router.get("/tasks/{task_id}")
+    @_route(router, "GET", "/tasks/{task_id}")
     async def get_task(request: Request, task_id: str) -> Response:
         if task_id.endswith(":subscribe"):
             # The proto's HTTP rule also allows GET; API Gateway sends GET /tasks/{id} to this
@@ -288,7 +316,7 @@ def get_task_router(service: A2AService) -> APIRouter:
             )
         params = _query(request, TaskQuery)
         task = await run_in_threadpool(
-            service.get_task, principal(request), task_id, params.history_length
+            service.get_task, scoped_caller(request).owner, task_id, params.history_length
         )
         return render(request, task)
 
@@ -313,11 +341,12 @@ def _query(request: Request, model: type[A2AModel]) -> Any:
 def list_tasks_router(service: A2AService) -> APIRouter:
     router = _versioned_router()
 
-    @router.get("/tasks")
-    @router.get("/tasks/")  # API Gateway routes `/tasks/` to the `/tasks` resource
+    @_route(router, "GET", "/tasks")
+    @_route(router, "GET", "/tasks/")  # API Gateway routes `/tasks/` to the `/tasks` resource
     async def list_tasks(request: Request) -> Response:
         params = _query(request, ListTasksRequest)
-        result = await run_in_threadpool(service.list_tasks, principal(request), params)
+        owner = scoped_caller(request).owner
+        result = await run_in_threadpool(service.list_tasks, owner, params)
         return render(request, result)
 
     return router
@@ -330,20 +359,30 @@ def task_action_router(service: A2AService) -> APIRouter:
     # Other actions on the gateway's /tasks/{id} route match nothing here: 404.
     router = _versioned_router()
 
-    @router.post("/tasks/{task_id}:cancel")
+    @_route(router, "POST", "/tasks/{task_id}:cancel")
     async def cancel_task(request: Request, task_id: str) -> Response:
-        await read_json_body(request, required=False)
-        task = await run_in_threadpool(service.cancel_task, principal(request), task_id)
+        body = await read_json_body(request, required=False)
+        owner = scoped_caller(request, _body_tenant(body)).owner
+        task = await run_in_threadpool(service.cancel_task, owner, task_id)
         return render(request, task)
 
-    @router.post("/tasks/{task_id}:subscribe")
+    @_route(router, "POST", "/tasks/{task_id}:subscribe")
     async def subscribe(request: Request, task_id: str) -> Response:
-        await read_json_body(request, required=False)
+        body = await read_json_body(request, required=False)
+        owner = scoped_caller(request, _body_tenant(body)).owner
         # Errors (unknown task, terminal task) surface here, before any stream bytes.
-        start = await run_in_threadpool(service.subscribe, principal(request), task_id)
+        start = await run_in_threadpool(service.subscribe, owner, task_id)
         return sse_response(event_frames(service, start, _stream_payload))
 
     return router
+
+
+def _body_tenant(body: dict[str, Any] | None) -> str | None:
+    """The `tenant` field of an optional body (CancelTaskRequest, SubscribeToTaskRequest)."""
+    tenant = (body or {}).get("tenant")
+    if tenant is not None and not isinstance(tenant, str):
+        raise errors.invalid_field("tenant", "must be a string")
+    return tenant
 
 
 # -- Push notification configs -------------------------------------------------------------
@@ -353,25 +392,30 @@ def push_router(push: PushService) -> APIRouter:
     router = _versioned_router()
     configs = "/tasks/{task_id}/pushNotificationConfigs"
 
-    @router.post(configs)
+    @_route(router, "POST", configs)
     async def create_push_config(request: Request, task_id: str) -> Response:
         config = validated(TaskPushNotificationConfig, await read_json_body(request))
-        created = await run_in_threadpool(push.create, principal(request), task_id, config)
+        who = scoped_caller(request, config.tenant)
+        # Stored with the tenant it was created under (returned with it, as the proto's field).
+        config = config.model_copy(update={"tenant": who.tenant or None})
+        created = await run_in_threadpool(push.create, who.owner, task_id, config)
         return render(request, created)
 
-    @router.get(configs)
+    @_route(router, "GET", configs)
     async def list_push_configs(request: Request, task_id: str) -> Response:
-        result = await run_in_threadpool(push.list, principal(request), task_id)
+        result = await run_in_threadpool(push.list, scoped_caller(request).owner, task_id)
         return render(request, result)
 
-    @router.get(configs + "/{config_id}")
+    @_route(router, "GET", configs + "/{config_id}")
     async def get_push_config(request: Request, task_id: str, config_id: str) -> Response:
-        config = await run_in_threadpool(push.get, principal(request), task_id, config_id)
+        owner = scoped_caller(request).owner
+        config = await run_in_threadpool(push.get, owner, task_id, config_id)
         return render(request, config)
 
-    @router.delete(configs + "/{config_id}")
+    @_route(router, "DELETE", configs + "/{config_id}")
     async def delete_push_config(request: Request, task_id: str, config_id: str) -> Response:
-        await run_in_threadpool(push.delete, principal(request), task_id, config_id)
+        owner = scoped_caller(request).owner
+        await run_in_threadpool(push.delete, owner, task_id, config_id)
         return JSONResponse({}, media_type=response_media_type(request))  # protobuf Empty
 
     return router

@@ -209,6 +209,7 @@ class CardFactory:
             )
         ]
         schemes, requirements = security_of(settings)
+        tenant = settings.tenant or None
         provider = (
             AgentProvider(organization=settings.agent_provider_org, url=settings.agent_provider_url)
             if settings.agent_provider_org and settings.agent_provider_url
@@ -219,9 +220,15 @@ class CardFactory:
             description=settings.agent_description or self.agent.description or self.agent.name,
             # Preference order: JSON-RPC 1.0, HTTP+JSON 1.0, then 0.3 compatibility. All on
             # one URL: the version a client sends in A2A-Version picks the semantics.
+            # TENANT: the 1.0 interfaces declare it, so clients send it in every request
+            # (spec §8.3.2: `/{tenant}/...` paths, the `tenant` field); 0.3 has no tenant.
             supported_interfaces=[
-                AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="1.0"),
-                AgentInterface(url=base, protocol_binding="HTTP+JSON", protocol_version="1.0"),
+                AgentInterface(
+                    url=base, protocol_binding="JSONRPC", tenant=tenant, protocol_version="1.0"
+                ),
+                AgentInterface(
+                    url=base, protocol_binding="HTTP+JSON", tenant=tenant, protocol_version="1.0"
+                ),
                 AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="0.3"),
             ],
             provider=provider,

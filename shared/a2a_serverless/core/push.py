@@ -74,9 +74,7 @@ class PushService:
                     "non-ASCII characters",
                 )
         self._check_room(task_id, config.id, field)
-        return config.model_copy(
-            update={"id": config.id or str(uuid.uuid4()), "task_id": task_id, "tenant": None}
-        )
+        return config.model_copy(update={"id": config.id or str(uuid.uuid4()), "task_id": task_id})
 
     def _check_room(self, task_id: str, config_id: str | None, field: str) -> None:
         """Refuse a config that would take the task past its cap (every config is POSTed

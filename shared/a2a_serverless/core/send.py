@@ -512,8 +512,8 @@ class MessageSender:
 
 def _caller_for(owner: str, caller: Caller | None) -> Caller:
     """Who a turn's steps are told sent it: the caller the binding named, if it is the owner
-    (never another principal); else the owner, anonymous."""
-    return caller if caller is not None and caller.principal == owner else Caller(owner)
+    (never another principal or tenant); else the owner's principal and tenant, anonymous."""
+    return caller if caller is not None and caller.owner == owner else Caller.of_owner(owner)
 
 
 def _not_accepting(record: TaskRecord) -> UnsupportedOperationError:

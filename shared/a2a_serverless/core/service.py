@@ -4,9 +4,15 @@ calls and errors back out."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 
-from a2a_serverless.core.errors import UnsupportedOperationError
+from a2a_serverless.core.errors import (
+    InvalidRequestError,
+    UnsupportedOperationError,
+    invalid_field,
+)
 from a2a_serverless.core.executor import Executor
 from a2a_serverless.core.push import PushService
 from a2a_serverless.core.query import StreamStart, TaskQueries
@@ -26,7 +32,8 @@ from a2a_serverless.models import (
     SendMessageResponse,
     Task,
 )
-from a2a_serverless.store import TaskStore
+from a2a_serverless.models.caller import TENANT_MARK
+from a2a_serverless.store import MAX_OWNER_BYTES, TaskStore, utf8_size
 
 # The names bindings and wiring import from here, wherever they are defined.
 __all__ = [
@@ -36,7 +43,48 @@ __all__ = [
     "SettleWait",
     "StreamStart",
     "WaitPolicy",
+    "scoped",
 ]
+
+# A tenant is one URL path segment (`/{tenant}/tasks`): RFC 3986 unreserved characters only,
+# so it reads the same encoded or not, never holds TENANT_MARK, and no proxy rewrites it.
+MAX_TENANT_CHARS = 64
+TENANT_PATTERN = re.compile(rf"[A-Za-z0-9._~-]{{1,{MAX_TENANT_CHARS}}}")
+# Segments that would make a tenant route read as a route without one (`/tasks/tasks` is
+# GetTask of the task "tasks"; `/tasks/extendedAgentCard` too), or that URL libraries rewrite.
+RESERVED_TENANTS = frozenset({"tasks", "extendedAgentCard", ".well-known", ".", ".."})
+
+
+def scoped(caller: Caller, tenant: str | None) -> Caller:
+    """`caller` under `tenant` (None or "" = no tenant), checked: its `owner` is what the
+    operations scope tasks by. A tenant that cannot be a path segment, or that makes the
+    owner string too long for the storage keys, is InvalidParams naming `tenant`; a principal
+    holding TENANT_MARK (which would make owner strings ambiguous) is InvalidRequest, as an
+    over-long principal is (core/query.py's check_owner_size)."""
+    if TENANT_MARK in caller.principal:
+        raise InvalidRequestError(
+            "The authenticated principal contains a control character (U+001F): tasks "
+            "cannot be scoped to it"
+        )
+    tenant = tenant or ""
+    if not tenant:
+        return caller if not caller.tenant else replace(caller, tenant="")
+    if not TENANT_PATTERN.fullmatch(tenant):
+        raise invalid_field(
+            "tenant",
+            f"must be 1 to {MAX_TENANT_CHARS} of the characters A-Z a-z 0-9 . _ ~ - "
+            "(it is a URL path segment)",
+        )
+    if tenant in RESERVED_TENANTS:
+        raise invalid_field("tenant", f"{tenant!r} is reserved (it names a route)")
+    scoped_caller = replace(caller, tenant=tenant)
+    if utf8_size(scoped_caller.owner) > MAX_OWNER_BYTES:
+        raise invalid_field(
+            "tenant",
+            f"is too long for this principal: principal and tenant together must be at most "
+            f"{MAX_OWNER_BYTES - 1} bytes in UTF-8",
+        )
+    return scoped_caller
 
 
 class A2AService:

@@ -76,10 +76,11 @@ def _step_done(record: TaskRecord, step: _Step) -> bool:
 
 def _caller_of(step: _Step, record: TaskRecord) -> Caller:
     """Who sent this turn's message: what the execution input says, if it names the task's
-    owner (an execution started before callers were passed on: the owner, anonymous)."""
-    if step.context is not None and step.context.caller.principal == record.owner:
+    owner, principal and tenant (an execution started before callers were passed on: the
+    owner, anonymous)."""
+    if step.context is not None and step.context.caller.owner == record.owner:
         return step.context.caller
-    return Caller(record.owner)
+    return Caller.of_owner(record.owner)
 
 
 class FlowWorker:

@@ -61,8 +61,10 @@ class Gateway:
             pattern = re.escape(path)
             pattern = re.sub(r"\\\{([^/}]+)\\\}", r"(?P<\1>[^/]+)", pattern)
             self.routes.append((method, re.compile(f"^{pattern}/?$"), path, app))
-        # Literal paths win over parameterised ones, as in API Gateway.
-        self.routes.sort(key=lambda r: r[2].count("{"))
+        # Literal segments win over parameterised ones, segment by segment from the root, as
+        # API Gateway walks its resource tree: /tasks/{id} before /{tenant}/tasks (both match
+        # /tasks/tasks), /tasks before /{tenant}.
+        self.routes.sort(key=lambda r: [seg.startswith("{") for seg in r[2].split("/")])
 
     def match(self, method: str, path: str) -> tuple[Any, str] | None:
         found = self._match(method, path)

@@ -9,6 +9,27 @@ from typing import Any, Literal
 # stack's X-Local-Principal header (development), or nobody (Auth=None).
 Scheme = Literal["apiKey", "jwt", "iam", "local", "none"]
 
+# Joins a principal and a tenant into one owner string (`scope_of`). A control character:
+# tenants are URL path segments (never hold one), and core refuses a principal holding it.
+TENANT_MARK = "\x1f"  # ASCII unit separator
+
+
+def scope_of(principal: str, tenant: str = "") -> str:
+    """The owner string of what `principal` does under `tenant` ("" = no tenant): every task,
+    push config, counter and retry record is keyed by it, so tenants never see each other's.
+
+    Injective while principals hold no TENANT_MARK (core refuses those) and tenants none
+    either (a tenant is a path segment): (p, "") -> p unchanged, so tasks stored before
+    tenants existed keep their owner; (p, t) -> p + MARK + t holds a MARK, so it equals no
+    plain principal, and the first MARK splits it back into exactly (p, t)."""
+    return f"{principal}{TENANT_MARK}{tenant}" if tenant else principal
+
+
+def unscope(owner: str) -> tuple[str, str]:
+    """(principal, tenant) of an owner string made by `scope_of`."""
+    principal, _, tenant = owner.partition(TENANT_MARK)
+    return principal, tenant
+
 
 @dataclass(frozen=True)
 class Caller:
@@ -22,6 +43,20 @@ class Caller:
     scheme: Scheme = "none"
     claims: dict[str, Any] = field(default_factory=dict)
     scopes: tuple[str, ...] = ()
+    # The tenant the request named (`/{tenant}/...` or the `tenant` field; "" = none): with
+    # the principal it scopes the request's tasks (`owner`); flows read it as ctx.caller.tenant.
+    tenant: str = ""
+
+    @property
+    def owner(self) -> str:
+        """The owner string of this caller's tasks: the principal, under its tenant."""
+        return scope_of(self.principal, self.tenant)
+
+    @classmethod
+    def of_owner(cls, owner: str) -> Caller:
+        """An anonymous caller for an owner string (the principal and tenant it scopes)."""
+        principal, tenant = unscope(owner)
+        return cls(principal, tenant=tenant)
 
     @property
     def authenticated(self) -> bool:
@@ -30,12 +65,15 @@ class Caller:
 
     def wire(self) -> dict[str, Any]:
         """JSON form (Step Functions execution input, authorizer context)."""
-        return {
+        wire: dict[str, Any] = {
             "principal": self.principal,
             "scheme": self.scheme,
             "claims": self.claims,
             "scopes": list(self.scopes),
         }
+        if self.tenant:  # absent without one: execution inputs from before tenants read alike
+            wire["tenant"] = self.tenant
+        return wire
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Caller:
@@ -45,4 +83,5 @@ class Caller:
             scheme=scheme if scheme in ("apiKey", "jwt", "iam", "local", "none") else "none",
             claims=dict(data.get("claims") or {}),
             scopes=tuple(str(s) for s in data.get("scopes") or ()),
+            tenant=str(data.get("tenant") or ""),
         )
