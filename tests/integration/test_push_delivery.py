@@ -30,6 +30,7 @@ from a2a_serverless.local import events
 from a2a_serverless.local.events import EventSources, QueueMapping, StreamMapping
 from a2a_serverless.local.stack import REGION, LocalStack
 from a2a_serverless.models import SendMessageRequest, TaskPushNotificationConfig
+from tests import wire
 from tests.integration.harness import event_log, queue_depth, sqs, wait_for, wait_idle
 
 OWNER = "alice"
@@ -538,20 +539,36 @@ def _hostile_turn(webhooks: Webhooks, round_: int, delay: float) -> None:
     wait_for(lambda: any(webhooks.posts_to(h) for h in hooks), timeout=10, interval=0.005)
 
 
-def test_slow_webhooks_of_one_owner_do_not_delay_another_owners_first_delivery(
+SLOW = 0.1  # PUSH_SLOW_SECONDS of the noisy-neighbour stack
+# What parking ten webhooks costs the hostile batch locally (ten conditional writes and ten
+# queue calls, serialized by moto: ~0.1-0.3 s measured; tens of ms on AWS).
+PARKING_MARGIN = 0.5
+
+
+def test_slow_webhooks_of_one_owner_delay_another_owners_first_delivery_by_one_threshold(
     webhooks: Webhooks,
 ) -> None:
     """Issue 11: 10 configs answering after 8 s once took another owner's first delivery from
     ~0.5 s to ~480 s (posted one after another, each slow answer waited out). Scaled down
-    (3 s answers, 0.1 s slow threshold), measured three times each way in one run: the
-    median with a hostile turn in flight stays within 2x of the quiet median (floored).
+    (3 s answers, 0.1 s slow threshold), measured three times each way in one run.
+
+    What is asserted is the bound the design gives, not a ratio: the stream mapping runs one
+    batch per shard at a time (the template's ParallelizationFactor is 1, see
+    tests/template/test_push_parallelization.py: with more, AWS keeps order per item only and
+    a task's events would reach its webhooks out of order). So a quiet owner's event that
+    arrives while the hostile batch is in flight waits for that batch: its slow webhooks'
+    inline attempts run side by side and give up after one slow threshold, then they are
+    parked. The wait is therefore at most one threshold plus parking, whatever the hostile
+    webhooks' delay (3 s here) or number; the quiet/noisy ratio is printed, and is about
+    (quiet + threshold + parking) / quiet, not bounded by 2.
 
     Only the stream mapping polls (in its thread, as deployed): the first delivery is its
     job. The parked hostile events pile up on the retry queue, whose consumer runs in other
     invocations in AWS; here moto's FIFO receive gets slower with every queued message and
     would tax the whole process, which is not what is measured (nor is the pile-up: the
     queue is emptied after each round)."""
-    with push_stack(PUSH_SLOW_SECONDS="0.1") as stack:
+    delay = 3.0
+    with push_stack(PUSH_SLOW_SECONDS=str(SLOW)) as stack:
         stream = mappings(stack).by_name(STREAM)
         stream.start()
         try:
@@ -559,7 +576,7 @@ def test_slow_webhooks_of_one_owner_do_not_delay_another_owners_first_delivery(
             wait_idle(stack)
             noisy = []
             for round_ in range(3):
-                _hostile_turn(webhooks, round_, delay=3.0)
+                _hostile_turn(webhooks, round_, delay=delay)
                 noisy.append(_first_delivery_seconds(webhooks, f"noisy-{round_}"))
                 wait_idle(stack)
                 # The hostile webhooks were parked: their events queued. Emptied for the next
@@ -569,12 +586,13 @@ def test_slow_webhooks_of_one_owner_do_not_delay_another_owners_first_delivery(
         finally:
             stream.stop()
     noisy.sort()
-    print(f"\nfirst delivery, quiet: {quiet} s; with a hostile owner: {noisy} s")
-    # A floor of 0.25 s under the quiet median: locally the quiet case is ~0.1 s, and a
-    # delivery queued behind the hostile turn's first batch still waits for that batch (one
-    # slow-threshold wait, 0.1 s here, plus ~0.1-0.2 s of moto CPU parking ten webhooks). The
-    # ratio is meant to catch seconds of stalling (unfixed: more than 30 s), not that.
-    assert noisy[1] <= 2 * max(quiet[1], 0.25), (quiet, noisy)
+    print(
+        f"\nfirst delivery, quiet: {quiet} s; with a hostile owner: {noisy} s; "
+        f"median ratio {noisy[1] / quiet[1]:.2f}"
+    )
+    # Unfixed, the quiet owner waited out the hostile answers (3 s each, one after another).
+    assert noisy[-1] < delay, (quiet, noisy)
+    assert noisy[1] <= quiet[1] + SLOW + PARKING_MARGIN, (quiet, noisy)
 
 
 # -- the per-task config cap ------------------------------------------------------------------
@@ -677,3 +695,59 @@ def test_configs_per_task_are_capped_over_rest_and_jsonrpc(webhooks: Webhooks) -
         assert error["code"] == -32602, error
         assert _violations(error["data"]) == [field], error
     assert len(listed.json()["configs"]) == CAP
+
+
+# -- 0.3 webhooks ---------------------------------------------------------------------------
+
+
+def _start_v03_task(url: str, text: str) -> str:
+    """A task with an inline config registered as the JSON-RPC 0.3 binding registers it."""
+    request = SendMessageRequest.model_validate(
+        {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+            },
+            "configuration": {"returnImmediately": False},
+        }
+    )
+    assert request.configuration is not None
+    inline = TaskPushNotificationConfig(url=url, token=TOKEN)
+    request.configuration.task_push_notification_config = inline.for_payload_version("0.3")
+    task = wiring.get_service().send_message(OWNER, request).task
+    assert task is not None and task.id
+    return task.id
+
+
+@pytest.mark.parametrize("path", ["stream", "queue"])
+def test_v03_webhooks_get_the_task_with_its_history(
+    stack: LocalStack, webhooks: Webhooks, path: str
+) -> None:
+    """Issue 12: a config made over 0.3 gets the 0.3 Task (0.3 spec §9.5; the 0.3 a2a-sdk
+    posts its stored task), so with its `history` too: the user's message first, the same
+    messages GetTask shows, every body a valid 0.3 Task (schema and 0.3 SDK). Both paths
+    build it: the stream batch, and the retry queue of a parked webhook (it fails twice)."""
+    script = always(200) if path == "stream" else failing_first(2)
+    text = f"history over 0.3 via the {path}"
+    task_id = _start_v03_task(webhooks.hook("v03", script), text)
+    pump_stream(stack)
+    pump_queue(stack)
+    pushed = webhooks.delivered("v03")
+    assert len(pushed) == len(events_of(stack, task_id)), pushed
+    with wire.unrecorded():  # not an e2e client's response (tests/e2e/coverage.py)
+        for body in pushed:
+            wire.check_v03(body, "Task")
+    assert all(body["kind"] == "task" and body["id"] == task_id for body in pushed)
+    for body in pushed:
+        first = body["history"][0]
+        assert first["role"] == "user" and first["kind"] == "message", first
+        assert first["parts"] == [{"kind": "text", "text": text}], first
+    task = wiring.get_service().get_task(OWNER, task_id)
+    assert task.history and len(task.history) >= 1
+    last = pushed[-1]
+    assert last["status"]["state"] == "completed"
+    assert [m["messageId"] for m in last["history"]] == [m.message_id for m in task.history]
+    for headers in (p.headers for p in webhooks.posts_to("v03")):
+        assert headers["content-type"] == "application/json"
+        assert headers["x-a2a-notification-token"] == TOKEN

@@ -9,6 +9,11 @@ What a deployed mapping does and this one does too:
   `BisectBatchOnFunctionError` (an erroring batch is split in two and each half processed as
   its own batch, not counted as a retry), `MaximumRetryAttempts`, and an `OnFailure` SQS
   destination that receives Lambda's batch-info record when retries run out.
+  `ParallelizationFactor` (1-10 concurrent batches per shard): records are split into that
+  many lanes by a stable hash of the item's key, partition AND sort key (AWS guarantees
+  order only "at the item (partition and sort key) level" for DynamoDB streams, not per
+  partition key as for Kinesis); each lane is batched, invoked, retried, bisected and
+  checkpointed on its own, concurrently with the others. Absent: 1 (one lane, as before).
 - SQS: `BatchSize`, Lambda-shaped records, successful messages deleted, `batchItemFailures`
   (the others deleted), a raised error leaving the whole batch to reappear after its
   visibility timeout; FIFO group order and `RedrivePolicy` are moto's queue semantics.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import json
 import logging
 import math
@@ -29,6 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,6 +201,9 @@ class _Poller:
         with acting_as(self.principal):
             return self._poll()
 
+    def is_busy(self) -> bool:
+        return self.busy
+
     def _poll(self) -> bool:
         raise NotImplementedError
 
@@ -240,6 +250,16 @@ def _seq(record: dict[str, Any]) -> int:
     return int(record["dynamodb"]["SequenceNumber"])
 
 
+def lane_of(record: dict[str, Any], lanes: int) -> int:
+    """The lane (0..lanes-1) of a stream record under a parallelization factor of `lanes`: a
+    stable hash of the item's whole key, so every record of one item lands in one lane (the
+    only order AWS keeps for DynamoDB streams with more than one batch per shard)."""
+    if lanes <= 1:
+        return 0
+    key = json.dumps(record["dynamodb"].get("Keys") or {}, sort_keys=True)
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % lanes
+
+
 def _iso(epoch: Any) -> str | None:
     if not isinstance(epoch, int | float):
         return None
@@ -269,8 +289,17 @@ class StreamMapping(_Poller):
     pieces: list[int] = field(default_factory=list)
     invocations: int = 0
     last_error: str | None = None  # why the current batch failed (the function raised)
+    # Concurrent batches per shard (ParallelizationFactor). Above 1 this mapping only fans
+    # out: its `lanes` (one StreamMapping each, over the records of `lane` of `lane_count`)
+    # do the batching, invoking, retrying and checkpointing, each independently.
+    parallelization_factor: int = 1
+    lane: int = 0
+    lane_count: int = 1
+    lanes: list[StreamMapping] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if not 1 <= self.parallelization_factor <= 10:  # Lambda's bounds
+            raise ValueError(f"ParallelizationFactor {self.parallelization_factor} not in 1-10")
         with acting_as(self.principal):
             shard = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"][
                 "Shards"
@@ -279,6 +308,60 @@ class StreamMapping(_Poller):
             if self.starting_position == "LATEST":
                 while records := self._read(self.position, 1000):
                     self.position = _seq(records[-1]) + 1
+        if self.parallelization_factor > 1:
+            self.lanes = [self._lane(i) for i in range(self.parallelization_factor)]
+
+    def _lane(self, index: int) -> StreamMapping:
+        """One lane: the settings of this mapping, from where it stands, over its records."""
+        return StreamMapping(
+            name=f"{self.name}#{index}",
+            invoke=self.invoke,
+            principal=self.principal,
+            streams=self.streams,
+            sqs=self.sqs,
+            stream_arn=self.stream_arn,
+            batch_size=self.batch_size,
+            filters=self.filters,
+            report_item_failures=self.report_item_failures,
+            bisect=self.bisect,
+            maximum_retry_attempts=self.maximum_retry_attempts,
+            on_failure_queue_url=self.on_failure_queue_url,
+            position=self.position,  # LATEST was resolved above
+            lane=index,
+            lane_count=self.parallelization_factor,
+        )
+
+    @property
+    def checkpoint(self) -> int | None:
+        """The shard's checkpoint: where the furthest-behind lane stands."""
+        if not self.lanes:
+            return self.position
+        positions = [lane.position for lane in self.lanes]
+        return None if None in positions else min(p for p in positions if p is not None)
+
+    def poll_once(self) -> bool:
+        if not self.lanes:
+            return super().poll_once()
+        # One poll of every lane at once: their batches are concurrent invocations.
+        with ThreadPoolExecutor(len(self.lanes), thread_name_prefix=f"esm-{self.name}") as pool:
+            return any(list(pool.map(StreamMapping.poll_once, self.lanes)))
+
+    def is_busy(self) -> bool:
+        return any(lane.busy for lane in self.lanes) if self.lanes else self.busy
+
+    def start(self) -> None:
+        if not self.lanes:
+            super().start()
+        for lane in self.lanes:  # each lane polls in its own thread, as concurrent batches
+            lane.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        for lane in self.lanes:
+            lane.stop_event.set()
+        for lane in self.lanes:
+            lane.stop()
+        super().stop()
 
     def _read(self, start: int | None, limit: int) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {"StreamArn": self.stream_arn, "ShardId": self.shard_id}
@@ -303,7 +386,9 @@ class StreamMapping(_Poller):
         batch: list[dict[str, Any]] = []
         end: int | None = None
         for record in self._read(self.position, 1000):
-            if passes(self.filters, record):
+            # Another lane's records are passed over like filtered ones: that lane has them.
+            mine = self.lane_count == 1 or lane_of(record, self.lane_count) == self.lane
+            if mine and passes(self.filters, record):
                 if len(batch) == size:
                     break
                 batch.append(record)
@@ -388,7 +473,7 @@ class StreamMapping(_Poller):
         record = {
             "requestContext": {
                 "requestId": str(uuid.uuid4()),
-                "functionArn": self.name,
+                "functionArn": self.name.split("#")[0],  # a lane reports as its mapping
                 "condition": "RetryAttemptsExhausted",
                 "approximateInvokeCount": self.retries,
             },
@@ -510,7 +595,7 @@ class EventSources:
         deadline = time.monotonic() + timeout
         quiet_since: float | None = None
         while time.monotonic() < deadline:
-            if any(m.busy for m in self.mappings):
+            if any(m.is_busy() for m in self.mappings):
                 quiet_since = None
             elif quiet_since is None:
                 quiet_since = time.monotonic()

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2a_serverless.core.egress import EgressPolicy, UnsafeWebhookUrl, vet_url
-from a2a_serverless.models import TaskPushNotificationConfig
+from a2a_serverless.models import Message, TaskPushNotificationConfig
 from a2a_serverless.models.v03 import task_to_v03
 from a2a_serverless.observability import Metric, emit, log_context
 from a2a_serverless.push.delivery import DeliveryResult, post_pinned
@@ -70,12 +70,13 @@ class _Lane:
 
 class _Payloads:
     """Bodies per (version, task, seq), built once per batch and shared by the lanes (a 0.3
-    body costs a read)."""
+    body costs a read of the task as of the event; its history is read once per task)."""
 
     def __init__(self, sender: WebhookSender) -> None:
         self.sender = sender
         self.lock = threading.Lock()
         self.built: dict[tuple[str, str, int], bytes | None] = {}
+        self.histories: dict[str, list[Message]] = {}
 
     def get(self, version: str, event: StreamEvent) -> bytes | None:
         if version != "0.3":
@@ -84,7 +85,12 @@ class _Payloads:
         with self.lock:
             if key in self.built:
                 return self.built[key]
-        body = self.sender.payload(version, event.task_id, event.seq, event.body)
+            history = self.histories.get(event.task_id)
+        if history is None:
+            history = self.sender.store.read_history(event.task_id, None)
+            with self.lock:
+                self.histories.setdefault(event.task_id, history)
+        body = self.sender.payload(version, event.task_id, event.seq, event.body, history)
         with self.lock:
             self.built[key] = body
         return body
@@ -153,14 +159,28 @@ class WebhookSender:
     # -- one attempt -----------------------------------------------------------------------
 
     def payload(
-        self, version: str, task_id: str, seq: int, event_json: bytes | None = None
+        self,
+        version: str,
+        task_id: str,
+        seq: int,
+        event_json: bytes | None = None,
+        history: list[Message] | None = None,
     ) -> bytes | None:
         """What a webhook expecting A2A `version` receives for event `seq`: the event itself
-        (a 1.0 `StreamResponse`; read when not given), or for 0.3 the task as of that event
-        in 0.3 shape, as 0.3 senders post it. None: nothing left to deliver (expired)."""
+        (a 1.0 `StreamResponse`; read when not given), or for 0.3 the Task, as 0.3 senders
+        post it (0.3 spec §9.5; the 0.3 a2a-sdk posts its stored task, history included):
+        status and artifacts as of that event, and the task's `history` as stored when the
+        body is built (read when not given; history items carry no event seq, so a delivery
+        retried after a later turn also shows that turn's messages). None: nothing left to
+        deliver (expired)."""
         if version == "0.3":
             task = self.store.task_as_of(task_id, seq)
-            return json.dumps(task_to_v03(task), separators=(",", ":")).encode() if task else None
+            if task is None:
+                return None
+            if history is None:
+                history = self.store.read_history(task_id, None)
+            task = task.model_copy(update={"history": history or None})
+            return json.dumps(task_to_v03(task), separators=(",", ":")).encode()
         return event_json if event_json is not None else self.store.get_event_json(task_id, seq)
 
     def attempt(
