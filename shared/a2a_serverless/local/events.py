@@ -378,6 +378,14 @@ class StreamMapping(_Poller):
     def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
         shaped = _jsonable(record)
         shaped["eventSourceARN"] = self.stream_arn
+        identity = shaped.get("userIdentity")
+        if isinstance(identity, dict) and "PrincipalId" in identity:
+            # The Streams API spells it {"PrincipalId", "Type"}; Lambda events (and filter
+            # patterns) {"principalId", "type"}.
+            shaped["userIdentity"] = {
+                "type": identity.get("Type"),
+                "principalId": identity.get("PrincipalId"),
+            }
         return shaped
 
     def _batch(self) -> tuple[list[dict[str, Any]], int | None]:

@@ -25,6 +25,16 @@ from a2a_serverless.store import stream_event
 # the rest and report.
 DEADLINE_MARGIN_SECONDS = 5.0
 
+# Who removed an item when DynamoDB's Time to Live did (the stream record's userIdentity).
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+
+def _expired_by_ttl(raw: Mapping[str, Any]) -> bool:
+    identity = raw.get("userIdentity") or {}
+    return raw.get("eventName") == "REMOVE" and all(
+        identity.get(k) == v for k, v in TTL_IDENTITY.items()
+    )
+
 
 class _StreamBatch:
     """A stream batch delivered as a whole (lanes run concurrently, see
@@ -38,6 +48,14 @@ class _StreamBatch:
         numbers: list[str] = []
         for raw in records:
             record = DynamoDBRecord(raw)
+            if _expired_by_ttl(raw) and record.dynamodb is not None:
+                # TTL removed a task header: off the ListTasks counters (idempotent, so a
+                # retried record counts once; a failure retries the record).
+                try:
+                    sender.store.forget_expired(record.dynamodb.old_image)
+                except Exception as exc:
+                    self.failed[record.dynamodb.sequence_number or ""] = exc
+                continue
             # The item layout is the store's: it says which task and event a new image is.
             found = stream_event(record.dynamodb.new_image) if record.dynamodb else None
             if found is not None and record.dynamodb is not None:
