@@ -5,21 +5,27 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from a2a_serverless.core.card import CardFactory
-from a2a_serverless.core.card_signing import CardSigner, KmsCardSigner, LocalCardSigner
 from a2a_serverless.core.egress import EgressPolicy
 from a2a_serverless.core.executor import StepFunctionsExecutor
-from a2a_serverless.core.push import PushService
-from a2a_serverless.core.service import A2AService, ModePolicy, WaitPolicy
-from a2a_serverless.core.tail import PollPolicy
 from a2a_serverless.flows.base import Flow, load_flow
 from a2a_serverless.settings import Settings, get_settings
-from a2a_serverless.store.dynamodb import DynamoDBTaskStore
 
+# The concrete parts are imported by the getter that builds them: a function imports only
+# what it uses (cold start: the flow worker never loads the card, the push service or the
+# HTTP service; the card function never loads the store).
 if TYPE_CHECKING:
     from a2a_serverless.core.auth import Authenticator
+    from a2a_serverless.core.card import CardFactory
+    from a2a_serverless.core.card_signing import CardSigner
+    from a2a_serverless.core.push import PushService
+    from a2a_serverless.core.service import A2AService
     from a2a_serverless.push.sender import WebhookSender
     from a2a_serverless.store import ApiKeyStore
+    from a2a_serverless.store.dynamodb import DynamoDBTaskStore
+
+
+# Every AWS client made here, so that a SnapStart restore can drop their pooled connections.
+_clients: list[Any] = []
 
 
 def aws_client(service: str, settings: Settings) -> Any:
@@ -28,7 +34,16 @@ def aws_client(service: str, settings: Settings) -> Any:
     kwargs: dict[str, Any] = {}
     if settings.aws_endpoint_url:
         kwargs["endpoint_url"] = settings.aws_endpoint_url
-    return boto3.client(service, **kwargs)  # type: ignore[call-overload]  # any service
+    client = boto3.client(service, **kwargs)  # type: ignore[call-overload]  # any service
+    _clients.append(client)
+    return client
+
+
+def close_aws_connections() -> None:
+    """Close the clients' pooled connections (a restored snapshot's sockets are dead): the
+    clients stay usable and open fresh connections on their next call."""
+    for client in _clients:
+        client.close()
 
 
 @lru_cache(maxsize=1)
@@ -38,6 +53,8 @@ def get_flow() -> Flow:
 
 @lru_cache(maxsize=1)
 def get_store() -> DynamoDBTaskStore:
+    from a2a_serverless.store.dynamodb import DynamoDBTaskStore
+
     settings = get_settings()
     return DynamoDBTaskStore(
         aws_client("dynamodb", settings), settings.table_name, settings.retention_days
@@ -45,7 +62,17 @@ def get_store() -> DynamoDBTaskStore:
 
 
 @lru_cache(maxsize=1)
+def get_executor() -> StepFunctionsExecutor:
+    """Starts flow steps' executions: the send path (a turn's first step) and the flow worker
+    (the step after one that asks for another)."""
+    settings = get_settings()
+    return StepFunctionsExecutor(aws_client("stepfunctions", settings), settings.state_machine_arn)
+
+
+@lru_cache(maxsize=1)
 def get_push() -> PushService:
+    from a2a_serverless.core.push import PushService
+
     settings = get_settings()
     return PushService(
         get_store(),
@@ -62,13 +89,14 @@ def egress_policy(settings: Settings) -> EgressPolicy:
 
 @lru_cache(maxsize=1)
 def get_service() -> A2AService:
+    from a2a_serverless.core.service import A2AService, ModePolicy, WaitPolicy
+    from a2a_serverless.core.tail import PollPolicy
+
     settings = get_settings()
     flow = get_flow()
     return A2AService(
         store=get_store(),
-        executor=StepFunctionsExecutor(
-            aws_client("stepfunctions", settings), settings.state_machine_arn
-        ),
+        executor=get_executor(),
         modes=ModePolicy(
             input_modes=list(flow.input_modes),
             output_modes=list(flow.output_modes),
@@ -118,6 +146,8 @@ def card_signer(settings: Settings) -> CardSigner | None:
     key = settings.card_signing_key.strip()
     if not key:
         return None
+    from a2a_serverless.core.card_signing import KmsCardSigner, LocalCardSigner
+
     if key == "local":
         if settings.lambda_task_root:
             # Each instance would make its own key: a JWKS fetched from one would not verify
@@ -131,6 +161,8 @@ def card_signer(settings: Settings) -> CardSigner | None:
 
 @lru_cache(maxsize=1)
 def get_card_factory() -> CardFactory:
+    from a2a_serverless.core.card import CardFactory
+
     settings = get_settings()
     return CardFactory(settings, get_flow(), signer=card_signer(settings))
 
@@ -153,9 +185,11 @@ def get_authenticator() -> Authenticator | None:
 def reset() -> None:
     """Forget cached objects (tests and the local stack change settings between runs)."""
     get_settings.cache_clear()
+    _clients.clear()
     for cached in (
         get_flow,
         get_store,
+        get_executor,
         get_push,
         get_service,
         get_card_factory,

@@ -83,12 +83,15 @@ def numbered(ctx: StepContext) -> Outcome:
 
 class Rerun:
     """Test controls of the `two_steps` flow: `hold` parks the first run that enters the flow
-    (the stack's own execution) until `release`; `crash_at` = (step, position) raises before
-    that emit, once (a step that dies half-way)."""
+    (the stack's own execution) until `release`, and with it every later run of step 1 in an
+    execution (the one a run of step 0 starts: one execution per step), so that only the
+    test's own runs (in its thread) go on; `crash_at` = (step, position) raises before that
+    emit, once (a step that dies half-way)."""
 
     def __init__(self) -> None:
         self.hold = False
         self.held = threading.Event()
+        self.park_next_steps = False
         self.release = threading.Event()
         self.crash_at: tuple[int, int] | None = None
 
@@ -111,7 +114,14 @@ def two_steps(ctx: StepContext) -> Outcome:
     if control.hold:
         control.hold = False
         control.held.set()
+        control.park_next_steps = True
         control.release.wait(30)
+    elif (
+        control.park_next_steps
+        and ctx.step > 0
+        and threading.current_thread() is not threading.main_thread()
+    ):
+        control.release.wait(30)  # step 1's execution, started by the test's run of step 0
     position = 0
     if ctx.step == 0:
         _emit_point(ctx, position)

@@ -69,8 +69,8 @@ def test_sample_events_drive_blocking_send_and_get(local_stack: LocalStack) -> N
 
 
 def test_non_blocking_send_then_steps(local_stack: LocalStack, alice: A2A) -> None:
-    """Non-blocking returns SUBMITTED/WORKING at once; [steps=3] runs RunStep three times in
-    one execution, one chunk per step, and completes."""
+    """Non-blocking returns SUBMITTED/WORKING at once; [steps=3] runs three executions of one
+    RunStep each (a step that asks for another starts it), one chunk per step, and completes."""
     sent = alice.send("a b c d [steps=3]", blocking=False)
     assert sent.status == 200
     task_id = sent.task["id"]
@@ -80,11 +80,16 @@ def test_non_blocking_send_then_steps(local_stack: LocalStack, alice: A2A) -> No
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert _text(done) == "Echo: a b c d [steps=3]"
     assert len(done["artifacts"][0]["parts"]) == 3
-    (execution,) = wait_idle(local_stack)
-    assert execution["name"] == f"{task_id}-1" and execution["status"] == "SUCCEEDED"
-    history = _history(local_stack, f"{task_id}-1")
-    assert _entered(history, "RunStep") == 3
-    assert _entered(history, "MarkFailed") == 0
+    found = sorted(wait_idle(local_stack), key=lambda e: e["name"])
+    assert [(e["name"], e["status"]) for e in found] == [
+        (f"{task_id}-1", "SUCCEEDED"),
+        (f"{task_id}-1-1", "SUCCEEDED"),
+        (f"{task_id}-1-2", "SUCCEEDED"),
+    ]
+    for execution in found:
+        history = _history(local_stack, execution["name"])
+        assert _entered(history, "RunStep") == 1
+        assert _entered(history, "MarkFailed") == 0
     log = assert_log_consistent(local_stack, task_id)
     appends = [ev["artifactUpdate"].get("append", False) for _, ev in log if "artifactUpdate" in ev]
     assert appends == [False, True, True]
@@ -134,7 +139,7 @@ def test_crash_takes_the_catch_path(local_stack: LocalStack, alice: A2A) -> None
     assert "RuntimeError" in text and "stopped" in text
     assert "crashed on request" not in text and "[crash]" not in text  # no exception text
     (execution,) = wait_idle(local_stack)
-    assert execution["status"] == "SUCCEEDED"  # Catch -> MarkFailed -> Done
+    assert execution["status"] == "SUCCEEDED"  # Catch -> MarkFailed (which ends it)
     history = _history(local_stack, execution["name"])
     assert _entered(history, "MarkFailed") == 1
     assert _states(local_stack, task["id"]) == [

@@ -145,7 +145,9 @@ def test_timeouts_cover_the_long_lived_work(cfn: dict[str, Any]) -> None:
     wait = int(cfn["Parameters"]["BlockingMaxWaitSeconds"]["Default"])
     assert _function(cfn, "SendMessageFunction")["Timeout"] > wait
     assert _function(cfn, "StreamFunction")["Timeout"] == 900
-    assert _function(cfn, "FlowWorkerFunction")["Timeout"] == 900
+    # One flow step: Lambda's 900 s under STANDARD, inside EXPRESS's 5 minutes otherwise
+    # (tests/template/test_step_executions.py adds up that budget).
+    assert _function(cfn, "FlowWorkerFunction")["Timeout"] == {"Fn::If": ["IsExpress", 150, 900]}
 
 
 def test_every_allowed_blocking_wait_fits_the_send_timeout(cfn: dict[str, Any]) -> None:

@@ -25,10 +25,11 @@ from tests.template.sam import (
 TABLE = resource_key({"Fn::GetAtt": ["TasksTable", "Arn"]})
 TABLE_INDEXES = resource_key({"Fn::Sub": "${TasksTable.Arn}/index/*"})
 FLOW = resource_key({"Ref": "FlowStateMachine"})
-FLOW_EXECUTIONS = resource_key(
+# The worker names the state machine by its fixed name (a Ref would be a circular dependency).
+FLOW_BY_NAME = resource_key(
     {
         "Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:"
-        "execution:${FlowStateMachine.Name}:*"
+        "stateMachine:${AWS::StackName}-flow-${WorkflowType}"
     }
 )
 FLOW_WORKER = resource_key(
@@ -60,17 +61,18 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "dynamodb:Query": {TABLE, TABLE_INDEXES},
     },
     "SendMessageFunction": {**WRITE, "states:StartExecution": {FLOW}},
-    # Streaming sends start executions; cancel stops them. JSON-RPC on `POST /` serves every
-    # method here too: ListTasks (the indexes) and the push config methods (DeleteItem).
+    # Streaming sends start executions (cancel stops none: EXPRESS has no StopExecution).
+    # JSON-RPC on `POST /` serves every method here too: ListTasks (the indexes) and the push
+    # config methods (DeleteItem).
     "StreamFunction": {
         **WRITE,
         "dynamodb:Query": {TABLE, TABLE_INDEXES},
         "dynamodb:BatchGetItem": {TABLE},
         "dynamodb:DeleteItem": {TABLE},
         "states:StartExecution": {FLOW},
-        "states:StopExecution": {FLOW_EXECUTIONS},
     },
-    "FlowWorkerFunction": WRITE,
+    # A step that asks for another starts its execution (one execution per step).
+    "FlowWorkerFunction": {**WRITE, "states:StartExecution": {FLOW_BY_NAME}},
     # Config CRUD: its items only ever live in the task partitions it checks the owner of.
     "PushConfigFunction": {
         **READ,
@@ -170,9 +172,12 @@ def test_readers_cannot_start_or_stop_work(cfn: dict[str, Any]) -> None:
     assert "states:StartExecution" in send
     assert "states:StopExecution" not in send
     stream = set(grants(role_of(cfn, "StreamFunction")[1]))
-    assert {"states:StartExecution", "states:StopExecution"} <= stream  # streams send; cancel
+    assert "states:StartExecution" in stream  # streams send
+    # Nothing stops executions: cancel is a state change the running step sees.
+    for name in GRANTS:
+        assert "states:StopExecution" not in grants(role_of(cfn, name)[1]), name
     worker = set(grants(role_of(cfn, "FlowWorkerFunction")[1]))
-    assert not {a for a in worker if a.startswith("states:")}
+    assert {a for a in worker if a.startswith("states:")} == {"states:StartExecution"}
 
 
 def test_no_broad_grants_anywhere(cfn: dict[str, Any]) -> None:

@@ -25,8 +25,10 @@ from tests.template.sam import translate
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 TABLE = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/a2a-local-TasksTable"
-MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:a2a-local-FlowStateMachine"
-EXECUTION = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:a2a-local-FlowStateMachine:t-1"
+# The state machine's fixed name: {AWS::StackName}-flow-{WorkflowType} (the local stack's name).
+MACHINE_NAME = "a2a-serverless-local-flow-EXPRESS"
+MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{MACHINE_NAME}"
+EXECUTION = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:{MACHINE_NAME}:t-1"
 WORKER = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:a2a-local-FlowWorkerFunction"
 STREAM = f"{TABLE}/stream/2025-01-01T00:00:00.000"
 
@@ -37,7 +39,7 @@ def queue(name: str) -> str:
 
 # What a local stack writes as its "stack" line: the values its intrinsics resolve to.
 RESOURCES: dict[str, Any] = {
-    "parameters": {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT},
+    "parameters": {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "WorkflowType": "EXPRESS"},
     "refs": {
         "TasksTable": "a2a-local-TasksTable",
         "FlowStateMachine": MACHINE,
@@ -47,7 +49,7 @@ RESOURCES: dict[str, Any] = {
         "TasksTable.Arn": TABLE,
         "TasksTable.StreamArn": STREAM,
         "FlowStateMachine.Arn": MACHINE,
-        "FlowStateMachine.Name": "a2a-local-FlowStateMachine",
+        "FlowStateMachine.Name": MACHINE_NAME,
         "FlowWorkerFunction.Arn": WORKER,
         "PushRetryQueue.Arn": queue("a2a-local-PushRetryQueue.fifo"),
         "PushDeadLetterQueue.Arn": queue("a2a-local-PushDeadLetterQueue.fifo"),
@@ -103,7 +105,8 @@ def test_the_template_allows_what_stream_function_does(cfn: dict[str, Any]) -> N
     calls = [
         Call("StreamFunction", "dynamodb:Query", f"{TABLE}/index/byOwnerState"),
         Call("StreamFunction", "dynamodb:DeleteItem", TABLE),
-        Call("StreamFunction", "states:StopExecution", EXECUTION),
+        Call("StreamFunction", "states:StartExecution", MACHINE),
+        Call("FlowWorkerFunction", "states:StartExecution", MACHINE),  # a step starts the next
         Call("FlowStateMachine", "lambda:InvokeFunction", WORKER),
         # Lambda's pollers, with the managed policies' grants.
         Call("WebhookSenderFunction", "dynamodb:GetRecords", STREAM),
@@ -129,6 +132,7 @@ def test_the_authorizer_may_read_a_key_record_and_nothing_else(cfn: dict[str, An
     [
         Call("GetTaskFunction", "dynamodb:PutItem", TABLE),  # a reader writing
         Call("SendMessageFunction", "states:StopExecution", EXECUTION),
+        Call("StreamFunction", "states:StopExecution", EXECUTION),  # cancel stops no execution
         Call("ListTasksFunction", "dynamodb:Query", TABLE.replace("TasksTable", "Other")),
         Call("WebhookSenderFunction", "sqs:SendMessage", queue("somebody-elses")),
         Call("AgentCardFunction", "dynamodb:GetItem", TABLE),

@@ -1,4 +1,4 @@
-"""The tasks table and the per-turn state machine."""
+"""The tasks table and the per-step state machine."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ LAMBDA_TRANSIENT = {
     "Lambda.SdkClientException",
     "Lambda.TooManyRequestsException",
 }
+# The worker's own error when the step after a finished one could not be started
+# (flows/runtime.py): retried, since the re-run finds the step done and starts it again.
+NEXT_STEP_NOT_STARTED = "NextStepNotStarted"
 
 
 def _table(cfn: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +60,8 @@ def test_state_machine_type_comes_from_the_parameter(cfn: dict[str, Any]) -> Non
     assert props["StateMachineType"] == {"Ref": "WorkflowType"}
     parameter = cfn["Parameters"]["WorkflowType"]
     assert parameter["AllowedValues"] == ["STANDARD", "EXPRESS"]
-    assert parameter["Default"] == "STANDARD"
+    # Safe by default: one execution per step, each step bounded well inside EXPRESS's 5 min.
+    assert parameter["Default"] == "EXPRESS"
     assert props["DefinitionSubstitutions"] == {
         "FlowWorkerArn": {"Fn::GetAtt": ["FlowWorkerFunction", "Arn"]}
     }
@@ -74,9 +78,13 @@ def test_run_step_retries_transient_lambda_errors_and_catches_the_rest(
     assert run["Resource"] == "arn:aws:states:::lambda:invoke"
     assert run["Parameters"]["FunctionName"] == "${FlowWorkerArn}"
     transient, throttled = run["Retry"]
-    assert set(transient["ErrorEquals"]) | set(throttled["ErrorEquals"]) == LAMBDA_TRANSIENT
+    assert set(transient["ErrorEquals"]) | set(throttled["ErrorEquals"]) == LAMBDA_TRANSIENT | {
+        NEXT_STEP_NOT_STARTED
+    }
+    assert NEXT_STEP_NOT_STARTED in transient["ErrorEquals"]
     assert transient["MaxAttempts"] >= 1
-    # A throttled step never ran: it waits minutes for a free worker, not seconds.
+    # A throttled step never ran: it waits for a free worker longer than for a glitch (but
+    # within EXPRESS's budget: tests/template/test_step_executions.py).
     assert throttled["ErrorEquals"] == ["Lambda.TooManyRequestsException"]
     waits = [
         min(
@@ -85,27 +93,11 @@ def test_run_step_retries_transient_lambda_errors_and_catches_the_rest(
         )
         for n in range(throttled["MaxAttempts"])
     ]
-    assert sum(waits) >= 180, waits
+    assert sum(waits) >= 60, waits
     (catch,) = run["Catch"]
     assert catch["ErrorEquals"] == ["States.ALL"]
     assert catch["Next"] == "MarkFailed"
     assert catch["ResultPath"] == "$.error"  # keeps taskId/turn for MarkFailed
     assert states["MarkFailed"]["Parameters"]["FunctionName"] == "${FlowWorkerArn}"
     assert states["MarkFailed"]["Parameters"]["Payload"]["action"] == "fail"
-    assert states["MarkFailed"]["Next"] == "Done"
-
-
-def test_steps_loop_through_a_choice(cfn: dict[str, Any]) -> None:
-    states = state_machine_definition(cfn, "FlowStateMachine")["States"]
-    assert states["RunStep"]["Next"] == "MoreSteps"
-    choice = states["MoreSteps"]
-    assert choice["Type"] == "Choice"
-    assert [c["Next"] for c in choice["Choices"]] == ["RunStep"]
-    assert choice["Choices"][0]["Variable"] == "$.continue"
-    assert choice["Default"] == "Done"
-    assert states["Done"]["Type"] == "Succeed"
-    # Every transition lands on a defined state.
-    targets = {s.get("Next") for s in states.values()} | {choice["Default"]}
-    targets |= {c["Next"] for s in states.values() for c in s.get("Catch", [])}
-    targets |= {c["Next"] for c in choice["Choices"]}
-    assert targets - {None} <= set(states)
+    assert states["MarkFailed"]["End"] is True

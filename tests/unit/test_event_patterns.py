@@ -49,13 +49,19 @@ def stream_record(event_name: str, sk: str, **image: Any) -> dict[str, Any]:
 
 def test_template_filter_is_the_documented_pattern() -> None:
     assert _template_filters() == [
-        {"eventName": ["INSERT"], "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "E#"}]}}}}
+        {"eventName": ["INSERT"], "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "E#"}]}}}},
+        # TTL's removals of task headers (tests/integration/test_ttl_counters.py).
+        {
+            "eventName": ["REMOVE"],
+            "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]},
+            "dynamodb": {"Keys": {"sk": {"S": ["H"]}}},
+        },
     ]
 
 
 @pytest.mark.parametrize("event_name", ["INSERT", "MODIFY", "REMOVE"])
 @pytest.mark.parametrize("sk", ["E#0000000001", "H", "M#0000000001", "P#config-1"])
-def test_template_filter_passes_only_inserted_event_items(event_name: str, sk: str) -> None:
+def test_template_filter_passes_only_inserted_event_items_and_no_user_removal(event_name: str, sk: str) -> None:
     record = stream_record(event_name, sk, ev={"S": "{}"})
     expected = event_name == "INSERT" and sk.startswith("E#")
     assert passes(_template_filters(), record) is expected

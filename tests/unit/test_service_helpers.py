@@ -8,7 +8,7 @@ import json
 import pytest
 
 from a2a_serverless.core.errors import InvalidParamsError
-from a2a_serverless.core.executor import StepFunctionsExecutor, execution_name
+from a2a_serverless.core.executor import execution_name
 from a2a_serverless.core.query import TaskQueries
 from a2a_serverless.core.send import _media_match, content_hash
 from a2a_serverless.core.tail import PollPolicy
@@ -74,7 +74,7 @@ def test_content_hash_depends_on_content_not_key_order() -> None:
     assert content_hash(a) == content_hash(b) != content_hash(c)
 
 
-def test_execution_names_and_arns() -> None:
-    assert execution_name("t-1", 3) == "t-1-3"
-    executor = StepFunctionsExecutor(None, "arn:aws:states:us-east-1:1:stateMachine:Flow")
-    assert executor._execution_arn("t-1-3") == "arn:aws:states:us-east-1:1:execution:Flow:t-1-3"
+def test_execution_names() -> None:
+    # One execution per step; a turn's first keeps the turn's name (the header records it).
+    assert execution_name("t-1", 3) == execution_name("t-1", 3, 0) == "t-1-3"
+    assert execution_name("t-1", 3, 2) == "t-1-3-2"

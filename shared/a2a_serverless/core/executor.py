@@ -1,8 +1,7 @@
-"""Starting and stopping a turn's execution (Step Functions)."""
+"""Starting the executions of a turn's flow steps (Step Functions), one per step."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -47,31 +46,40 @@ class TurnContext:
         )
 
 
-def execution_name(task_id: str, turn: int) -> str:
-    """One execution per turn; the name makes a retried start idempotent."""
-    return f"{task_id}-{turn}"
+def execution_name(task_id: str, turn: int, step: int = 0) -> str:
+    """One execution per step: the name makes a repeated start of the same step idempotent
+    under STANDARD (Step Functions refuses a second execution of a name). A turn's first
+    execution keeps the turn's name, `{taskId}-{turn}` (the header records it)."""
+    return f"{task_id}-{turn}" if step == 0 else f"{task_id}-{turn}-{step}"
 
 
 class Executor(Protocol):
-    def start(self, task_id: str, turn: int, context: TurnContext | None = None) -> str: ...
-
-    def stop(self, name: str, cause: str) -> None: ...
+    def start(
+        self, task_id: str, turn: int, context: TurnContext | None = None, step: int = 0
+    ) -> str: ...
 
 
 class StepFunctionsExecutor:
+    """Starts one execution per flow step: the state machine runs that step and ends, and the
+    worker whose step asks for another starts its execution (flows/runtime.py). No loop in
+    the state machine, so a single-step turn is one state transition (two when it fails).
+
+    Cancel never stops an execution: StopExecution does not exist for EXPRESS, and an
+    execution is one step, whose run sees the cancel on its next write (FlowCanceled) and
+    starts no next step."""
+
     def __init__(self, client: Any, state_machine_arn: str) -> None:
         self._sfn = client
         self._arn = state_machine_arn
 
-    def _execution_arn(self, name: str) -> str:
-        # arn:aws:states:r:a:stateMachine:SM  ->  arn:aws:states:r:a:execution:SM:name
-        return self._arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
-
-    def start(self, task_id: str, turn: int, context: TurnContext | None = None) -> str:
-        """Start the turn's execution; its input carries the turn's context (the flow's steps
-        see it: the caller's principal, claims and scopes, the activated extensions)."""
-        name = execution_name(task_id, turn)
-        payload: dict[str, Any] = {"taskId": task_id, "turn": turn, "step": 0}
+    def start(
+        self, task_id: str, turn: int, context: TurnContext | None = None, step: int = 0
+    ) -> str:
+        """Start the execution of one step of the turn; its input carries the turn's context
+        (the flow's steps see it: the caller's principal, claims and scopes, the activated
+        extensions), the same for every step so that a repeated start has the same input."""
+        name = execution_name(task_id, turn, step)
+        payload: dict[str, Any] = {"taskId": task_id, "turn": turn, "step": step}
         if context is not None:
             payload.update(context.wire())
         annotate(task_id=task_id, turn=turn)  # the request's later log lines name the task
@@ -82,11 +90,8 @@ class StepFunctionsExecutor:
                 input=json.dumps(payload),
             )
         except self._sfn.exceptions.ExecutionAlreadyExists:
-            pass  # a retried start of the same turn: the first one is running
+            # STANDARD: this step's execution was started before (a retried start, or a
+            # re-run of the step before it). EXPRESS does not refuse a name: a repeated
+            # start runs the step again, which steps tolerate (at-least-once, see runtime).
+            pass
         return name
-
-    def stop(self, name: str, cause: str) -> None:
-        with contextlib.suppress(self._sfn.exceptions.ExecutionDoesNotExist):
-            self._sfn.stop_execution(
-                executionArn=self._execution_arn(name), error="TaskCanceled", cause=cause
-            )

@@ -242,11 +242,8 @@ class TaskQueries:
                 if moved.record is None:
                     raise TaskNotFoundError(taskId=task_id) from None
                 record = moved.record
-        if record.execution:
-            try:
-                self.executor.stop(record.execution, "Canceled by the client")
-            except Exception:  # the flow also sees the canceled state and stops by itself
-                pass
+        # No StopExecution (EXPRESS has none): the running step sees the cancel on its next
+        # write and stops, and no next step's execution starts (flows/runtime.py).
         return self.get_task(owner, task_id)
 
 

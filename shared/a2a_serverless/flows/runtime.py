@@ -1,18 +1,23 @@
 """Runs one flow step for the state machine (FlowWorkerFunction).
 
 Input  {"taskId", "turn", "step", "caller"?, "extensions"?, "requestMetadata"?}
-       -> the same with "continue"
+       -> the same with "continue" (whether a next step's execution was started)
 Input  {"action": "fail", "taskId", "turn", "error"} marks the turn failed (the Catch path).
+
+One execution per step: the state machine runs this step and ends. A step that asks for
+another saves its flow state, then starts the next step's execution itself (deterministic
+name: core/executor.py), only while the turn is still working at this step.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from a2a_serverless.core.executor import TurnContext
+from a2a_serverless.core.executor import Executor, TurnContext
 from a2a_serverless.core.tasklog import StateMoved, transition
 from a2a_serverless.flows.base import Flow, FlowCanceled, Outcome, OutcomeKind, StepContext
 from a2a_serverless.flows.emitter import LogEmitter
@@ -83,13 +88,24 @@ def _caller_of(step: _Step, record: TaskRecord) -> Caller:
     return Caller.of_owner(record.owner)
 
 
+class NextStepNotStarted(RuntimeError):
+    """The next step's execution could not be started. Raised out of the handler so that the
+    state machine retries this step (whose re-run finds it done and starts the next step
+    again) and, if that keeps failing, ends the turn failed."""
+
+
 class FlowWorker:
     """One step of one turn: begin (load and guard the turn), build the step's context, run
-    the flow, finish (record the outcome)."""
+    the flow, finish (record the outcome, or start the next step's execution)."""
 
-    def __init__(self, store: TaskStore, flow: Flow) -> None:
+    def __init__(
+        self, store: TaskStore, flow: Flow, executor: Callable[[], Executor] | None = None
+    ) -> None:
         self.store = store
         self.flow = flow
+        # A factory: the Step Functions client is made only when a step asks for another
+        # (a single-step turn never needs one, and the worker's cold start stays short).
+        self.executor = executor
 
     def handle(self, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("action") == "fail":
@@ -105,8 +121,10 @@ class FlowWorker:
         if turn is None:
             return step.answer()
         if _step_done(turn.record, step):
-            # An earlier run finished this step (its answer was lost): answer as it did.
-            return step.answer(go_on=True)
+            # An earlier run finished this step: a STANDARD retry whose answer was lost or an
+            # EXPRESS redelivery. That run started the next step unless it died in between
+            # (then it would have failed the turn); start it again, which is harmless.
+            return self.next_step(step, turn.record)
         ctx = self.context(step, turn)
         started = time.perf_counter()
         try:
@@ -163,9 +181,11 @@ class FlowWorker:
         """Record the outcome: the flow state for the next step, or the turn's final status."""
         if outcome.kind is OutcomeKind.NEXT_STEP:
             try:
+                # Conditional on working at this turn, once per step: a cancel that got there
+                # first, or a duplicate run of this step that saved first, wins.
                 self.store.save_flow_state(step.task_id, step.turn, ctx.state, step.step)
             except ConflictError:
-                # Canceled, or a duplicate run of this step saved first (then go on as it did).
+                # Canceled: no next step. A duplicate saved first: it starts the next step.
                 fresh = self.store.get_record(step.task_id)
                 done = (
                     fresh is not None
@@ -174,7 +194,7 @@ class FlowWorker:
                     and _step_done(fresh, step)
                 )
                 return step.answer(go_on=done)
-            return step.answer(go_on=True)
+            return self.next_step(step, turn.record)
         record = turn.record
         message = (
             agent_message(outcome.message, step.task_id, record.context_id)
@@ -196,6 +216,27 @@ class FlowWorker:
             return step.answer()  # canceled while finishing: the cancel won (and counted itself)
         task_ended(final)
         return step.answer()
+
+    def next_step(self, step: _Step, record: TaskRecord) -> dict[str, Any]:
+        """Start the execution of the step after `step`, whose outcome is saved; `record` is
+        the task as this run read it (working at this turn: `begin` checked)."""
+        if record.flow_step is not None and record.flow_step > (step.turn, step.step):
+            return step.answer(go_on=True)  # the next step has finished: it went on itself
+        if self.executor is None:
+            raise NextStepNotStarted("this worker has no executor to start the next step")
+        try:
+            # The same name and input as any earlier start of it: STANDARD refuses a second
+            # execution; under EXPRESS a second one runs the step again (steps are idempotent).
+            self.executor().start(step.task_id, step.turn, step.context, step.step + 1)
+        except Exception as error:
+            logger.warning(
+                "starting step %s of task %s failed: %s",
+                step.step + 1,
+                step.task_id,
+                type(error).__name__,
+            )
+            raise NextStepNotStarted(type(error).__name__) from error
+        return step.answer(go_on=True)
 
     def fail(self, event: dict[str, Any]) -> dict[str, Any]:
         """The state machine caught an error: the turn ends failed, with an explanation."""
@@ -232,6 +273,8 @@ def _failure_text(error_name: str) -> str:
     # Only the error class reaches the client: exception messages may carry secrets.
     if error_name in ("States.Timeout", "Sandbox.Timedout") or "Timeout" in error_name:
         return "The agent step timed out before finishing; the task was stopped."
+    if error_name == NextStepNotStarted.__name__:
+        return "The agent's next step could not be started; the task was stopped."
     if error_name.startswith(("Lambda.", "States.", "Runtime.")):
         return f"The agent step crashed ({error_name}); the task was stopped."
     return f"The agent raised {error_name} while processing this task; the task was stopped."

@@ -261,14 +261,16 @@ def create_state_machines(
             definition = definition.replace("${" + key + "}", str(value))
         role_arn = _create_role(f"{STACK}-{logical_id}", "states.amazonaws.com")
         roles[role_arn] = logical_id
+        # The template's Name when it sets one: other resources build the ARN from it.
+        name = str(resolver.resolve(props["Name"])) if "Name" in props else f"{STACK}-{logical_id}"
         arn = sfn.create_state_machine(
-            name=f"{STACK}-{logical_id}",
+            name=name,
             definition=definition,
             roleArn=role_arn,
             type=resolver.resolve(props.get("Type", "STANDARD")),
         )["stateMachineArn"]
         resolver.refs[logical_id] = arn
-        resolver.attributes[f"{logical_id}.Name"] = f"{STACK}-{logical_id}"
+        resolver.attributes[f"{logical_id}.Name"] = name
         resolver.attributes[f"{logical_id}.Arn"] = arn
 
 
