@@ -33,11 +33,14 @@ deliveries are counted apart and must be that task's events, each once, in log o
 webhook lag is the time from a stream's end (the client saw the terminal status) to the
 arrival of the same task's last delivery.
 
-Note: the local stack keeps every task, event and execution history in memory (moto), so its
-RSS grows with the data a run writes; `growthPer1000OpsMb` is that slope, to compare between
-runs, and the threshold is a bound, not a claim of zero growth. Latencies are those of one
-machine running the client, the whole stack and whatever else it runs: compare runs made on
-the same machine.
+Memory: the local stack keeps its tasks in memory (moto) until they expire, as DynamoDB's TTL
+deletes them (local/ttl.py); the server started here makes them expire `--ttl-seconds` (120)
+after their last write (A2A_LOCAL_TTL_SECONDS), so a run longer than that reaches a steady
+state where as much expires as is written. `steadyGrowthMb` is the RSS growth from the first
+sample after 2 x TTL of load to the end (fails beyond `--max-steady-growth-mb`, 25);
+`growthPer1000OpsMb` is the slope since the warm-up, to compare between runs. Latencies are
+those of one machine running the client, the whole stack and whatever else it runs: compare
+runs made on the same machine.
 
 Usage: scripts/soak [--duration S] [--workers N] [--url BASE_URL [--pid PID]] [--json] ...
 """
@@ -74,6 +77,7 @@ CARD_PATH = "/.well-known/agent-card.json"
 A2A_JSON = "application/a2a+json"
 EVENT_STREAM = "text/event-stream"
 PRINCIPAL_HEADER = "X-Local-Principal"
+TTL_ENV = "A2A_LOCAL_TTL_SECONDS"  # local/ttl.py: items expire this long after their write
 STARTUP_TIMEOUT_SECONDS = 90.0
 SHUTDOWN_TIMEOUT_SECONDS = 15.0
 POLL_SECONDS = 0.25
@@ -401,6 +405,7 @@ class Worker:
         self.http = httpx.Client(base_url=soak.base_url, headers=headers, timeout=timeout)
         self.rng = random.Random(f"{soak.run_id}-{index}")
         self.last_completed: str | None = None
+        self.last_completed_at = 0.0  # monotonic: a task older than half the TTL may be gone
         self.rpc_ids = itertools.count(1)
 
     def close(self) -> None:
@@ -573,7 +578,7 @@ class Worker:
             self.expect(task, {"TASK_STATE_COMPLETED"}, "blocking send")
             if _task_text(task) != f"Echo: {text}":
                 raise OpFailed(f"blocking send: artifact text {_task_text(task)!r}")
-        self.last_completed = task["id"]
+        self.last_completed, self.last_completed_at = task["id"], time.monotonic()
 
     def rest_send_nonblocking(self) -> None:
         body = {"message": self.message(self.text("nonblocking")), "configuration": {}}
@@ -672,8 +677,12 @@ class Worker:
                 break
 
     def ended_task(self, send: Callable[[], None]) -> str:
-        """A task of this worker known to have completed (sending one first if need be)."""
-        if self.last_completed is None:
+        """A task of this worker known to have completed (sending one first if need be, or
+        when the last one may have expired: the started server's TTL)."""
+        ttl = self.soak.ttl_seconds
+        if self.last_completed is None or (
+            ttl and time.monotonic() - self.last_completed_at > ttl / 2
+        ):
             send()
         if self.last_completed is None:
             raise ScenarioAborted("no completed task")
@@ -722,7 +731,7 @@ class Worker:
             self.expect(task, {"TASK_STATE_COMPLETED"}, "SendMessage")
             if _task_text(task) != f"Echo: {text}":
                 raise OpFailed("SendMessage: the reply's text is not the echo")
-        self.last_completed = task["id"]
+        self.last_completed, self.last_completed_at = task["id"], time.monotonic()
 
     def rpc_send_nonblocking(self) -> None:
         params = {"message": self.message(self.text("rpc nb"))}
@@ -957,6 +966,10 @@ class Soak:
         self.workers: int = args.workers
         self.duration: float = args.duration
         self.no_push: bool = args.no_push
+        # The started server's TTL (a server given by --url expires tasks as it was started).
+        self.ttl_seconds: float = 0.0 if args.url else args.ttl_seconds
+        self.load_started: float | None = None
+        self.early_tasks: list[tuple[str, str]] = []  # (principal, task id) of the warm-up
         self.run_id = uuid.uuid4().hex[:8]
         self.stats = Stats()
         self.receiver = Receiver(args.webhook_host, args.webhook_url)
@@ -970,6 +983,8 @@ class Soak:
     def track(self, principal: str, task_id: str) -> None:
         with self.lock:
             self.tasks.setdefault(principal, set()).add(task_id)
+            if self.load_started is None:  # a warm-up task: expired by the end of the run
+                self.early_tasks.append((principal, task_id))
 
     def crud_hook(self, task_id: str) -> str:
         path, url = self.receiver.new_hook("crud")
@@ -985,10 +1000,14 @@ class Soak:
         if self.pid is None:
             return None
         rss = tree_rss_mb(self.pid)
+        load_started = self.load_started
         self.memory.append(
             {
                 "label": label,
                 "seconds": round(time.monotonic() - self.started, 1),
+                "loadSeconds": (
+                    round(time.monotonic() - load_started, 1) if load_started is not None else None
+                ),
                 "operations": self.stats.total,
                 "rssMb": rss,
             }
@@ -1013,7 +1032,7 @@ class Soak:
             self.sample("after warm-up")
             stop = threading.Event()
             threads = [threading.Thread(target=w.run, args=(stop,), daemon=True) for w in workers]
-            load_started = time.monotonic()
+            load_started = self.load_started = time.monotonic()
             for thread in threads:
                 thread.start()
             interval = max(5.0, self.duration / 10)
@@ -1030,6 +1049,7 @@ class Soak:
             self.sample("end")
             pushes = self.check_pushes()
             left = self.unfinished_tasks(workers[0])
+            left["expired"] = self.expired_tasks(workers[0], load_seconds)
         finally:
             for worker in workers:
                 worker.close()
@@ -1103,6 +1123,21 @@ class Soak:
             self.stats.error("final task check", f"{len(left)} tasks never ended: {left[:5]}")
         return {"created": created, "nonTerminal": len(left), "nonTerminalIds": left[:20]}
 
+    def expired_tasks(self, worker: Worker, load_seconds: float) -> dict[str, Any] | None:
+        """With a TTL shorter than the run: how many warm-up tasks are gone (GET answers
+        404), as DynamoDB's TTL deletes them (the local stack: local/ttl.py)."""
+        if not self.ttl_seconds or load_seconds < self.ttl_seconds + 10:
+            return None
+        gone = 0
+        for principal, task_id in self.early_tasks:
+            headers = {PRINCIPAL_HEADER: principal, **self.headers, "A2A-Version": "1.0"}
+            status = worker.http.get(f"/tasks/{task_id}", headers=headers).status_code
+            if status == 404:
+                gone += 1
+            elif status != 200:
+                self.stats.error("expiry check", f"GET /tasks/{task_id}: HTTP {status}")
+        return {"checked": len(self.early_tasks), "gone": gone}
+
     def _listed_unfinished(self, worker: Worker, principal: str, ids: set[str]) -> list[str]:
         headers = {PRINCIPAL_HEADER: principal, **self.headers, "A2A-Version": "1.0"}
         found: list[str] = []
@@ -1168,7 +1203,25 @@ class Soak:
         baseline, end = by_label.get("after warm-up"), by_label.get("end")
         growth = round(end - baseline, 1) if baseline is not None and end is not None else None
         per_1000 = round(growth / load_ops * 1000, 2) if growth is not None and load_ops else None
+        # Steady state: once tasks written under load have had time to expire (2 x TTL).
+        ttl = self.ttl_seconds
+        steady = next(
+            (
+                m
+                for m in self.memory
+                if m["label"] == "during" and ttl and (m.get("loadSeconds") or 0) >= 2 * ttl
+            ),
+            None,
+        )
+        steady_growth = (
+            round(end - steady["rssMb"], 1)
+            if steady is not None and end is not None and steady["rssMb"] is not None
+            else None
+        )
         return {
+            "steadyFromMb": steady["rssMb"] if steady is not None else None,
+            "steadyFromLoadSeconds": steady.get("loadSeconds") if steady is not None else None,
+            "steadyGrowthMb": steady_growth,
             "pid": self.pid,
             "startMb": by_label.get("start"),
             "afterWarmupMb": baseline,
@@ -1202,7 +1255,9 @@ class DevServer:
 
 
 @contextlib.contextmanager
-def dev_server(params: list[str], log_dir: Path) -> Iterator[DevServer]:
+def dev_server(
+    params: list[str], log_dir: Path, env: dict[str, str] | None = None
+) -> Iterator[DevServer]:
     """`scripts/dev --port N`, until SIGINT (Ctrl-C) at the end."""
     port = free_port()
     log_path = log_dir / "soak-dev.log"
@@ -1213,7 +1268,7 @@ def dev_server(params: list[str], log_dir: Path) -> Iterator[DevServer]:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             start_new_session=True,
         )
     server = DevServer(f"http://127.0.0.1:{port}", process, log_path)
@@ -1295,6 +1350,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=100.0,
         help="fail when the server's RSS grows more than this after the warm-up (100)",
     )
+    parser.add_argument(
+        "--max-steady-growth-mb",
+        type=float,
+        default=25.0,
+        help="fail when RSS grows more than this in the steady state (after 2 x TTL) (25)",
+    )
+    parser.add_argument(
+        "--ttl-seconds",
+        type=float,
+        default=120.0,
+        help="the started server's tasks expire this long after their last write (120; "
+        "0: the template's RetentionDays)",
+    )
     parser.add_argument("--no-push", action="store_true", help="skip the webhook scenarios")
     parser.add_argument(
         "--webhook-host", default="127.0.0.1", help="address the webhook receiver binds"
@@ -1315,16 +1383,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def verdict(report: dict[str, Any], max_growth: float) -> list[str]:
+def verdict(
+    report: dict[str, Any], max_growth: float, max_steady_growth: float = math.inf
+) -> list[str]:
     """Why the run failed (empty: it passed)."""
     problems = []
     if report["totals"]["errors"]:
         problems.append(f"{report['totals']['errors']} errors")
     if report["tasks"]["nonTerminal"]:
         problems.append(f"{report['tasks']['nonTerminal']} tasks left unfinished")
+    expired = report["tasks"].get("expired")
+    if expired and expired["gone"] < expired["checked"]:
+        problems.append(
+            f"{expired['checked'] - expired['gone']} of {expired['checked']} warm-up tasks "
+            "outlived the TTL"
+        )
     memory = report["memory"]
     if memory and memory["growthMb"] is not None and memory["growthMb"] > max_growth:
         problems.append(f"RSS grew {memory['growthMb']} MB (limit {max_growth:g} MB)")
+    steady = memory.get("steadyGrowthMb") if memory else None
+    if steady is not None and steady > max_steady_growth:
+        problems.append(
+            f"RSS grew {steady} MB in the steady state (limit {max_steady_growth:g} MB)"
+        )
     server = report.get("server")
     if server and server["exitCode"] != 0:
         problems.append(f"scripts/dev exited {server['exitCode']} on SIGINT")
@@ -1355,6 +1436,9 @@ def human(report: dict[str, Any]) -> str:
         f"tasks: {report['tasks']['created']} created, {report['tasks']['nonTerminal']} left "
         "not terminal",
     ]
+    expired = report["tasks"].get("expired")
+    if expired:
+        lines.append(f"expiry: {expired['gone']} of {expired['checked']} warm-up tasks gone (TTL)")
     memory = report["memory"]
     if memory:
         trail = " → ".join(f"{m['rssMb']}" for m in memory["samples"])
@@ -1363,6 +1447,12 @@ def human(report: dict[str, Any]) -> str:
             f"{memory['afterWarmupMb']}, end {memory['endMb']}; growth {memory['growthMb']} MB "
             f"({memory['growthPer1000OpsMb']} MB per 1000 operations); samples {trail}"
         )
+        if memory.get("steadyGrowthMb") is not None:
+            lines.append(
+                f"steady state (from {memory['steadyFromLoadSeconds']} s of load, tasks "
+                f"expiring): {memory['steadyFromMb']} → {memory['endMb']} MB, growth "
+                f"{memory['steadyGrowthMb']} MB"
+            )
     else:
         lines.append("server RSS: not measured (--url without --pid)")
     if report["notes"]:
@@ -1381,7 +1471,8 @@ def main(argv: list[str] | None = None) -> int:
             base_url, pid = args.url, args.pid
         else:
             log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-")))
-            server = stack.enter_context(dev_server(args.param, log_dir))
+            env = {TTL_ENV: f"{args.ttl_seconds:g}"} if args.ttl_seconds > 0 else {}
+            server = stack.enter_context(dev_server(args.param, log_dir, env))
             base_url, pid = server.base_url, server.process.pid
         report = Soak(args, base_url, pid).run()
         if not args.url:
@@ -1393,7 +1484,7 @@ def main(argv: list[str] | None = None) -> int:
             }
     if server_info is not None:
         report["server"] = server_info
-    report["problems"] = verdict(report, args.max_rss_growth_mb)
+    report["problems"] = verdict(report, args.max_rss_growth_mb, args.max_steady_growth_mb)
     report["ok"] = not report["problems"]
     if args.json:
         print(human(report), file=sys.stderr)

@@ -2,8 +2,10 @@
 starts itself is clean and its report has the promised shape; against an unreachable URL it
 fails; bad options are usage errors.
 
-The short run (20 s, 4 workers) is the same mix as the documented 10-minute run, so it proves
-every operation kind, both webhook flavours and the memory sampling work end to end.
+The short run (45 s, 4 workers) is the same mix as the documented 10-minute run, so it proves
+every operation kind, both webhook flavours and the memory sampling work end to end; with a
+20 s TTL (A2A_LOCAL_TTL_SECONDS) its warm-up tasks expire and are gone by the end, and the
+steady state after 2 x TTL is measured.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from tests.e2e.conftest import ROOT
 pytestmark = pytest.mark.e2e
 
 SOAK = ROOT / "scripts" / "soak"
-RUN_TIMEOUT_SECONDS = 150.0
+RUN_TIMEOUT_SECONDS = 200.0
 # Every operation kind the mix must exercise (one HTTP request each).
 OPERATIONS = {
     "rest send (blocking)",
@@ -88,11 +90,11 @@ def run_soak(*args: str) -> SoakRun:
 
 
 def test_short_soak_of_the_local_stack_is_clean() -> None:
-    run = run_soak("--duration", "20", "--workers", "4", "--json")
+    run = run_soak("--duration", "45", "--workers", "4", "--ttl-seconds", "20", "--json")
     assert run.code == 0, run.explain()
     report = run.report
     assert report["ok"] is True and report["problems"] == [], run.explain()
-    assert report["workers"] == 4 and report["durationSeconds"] >= 20, report
+    assert report["workers"] == 4 and report["durationSeconds"] >= 45, report
     assert report["baseUrl"].startswith("http://127.0.0.1:"), report
 
     # Every kind ran, none failed, and its latency figures are consistent.
@@ -118,6 +120,10 @@ def test_short_soak_of_the_local_stack_is_clean() -> None:
 
     tasks = report["tasks"]
     assert tasks["created"] >= 20 and tasks["nonTerminal"] == 0, tasks
+    # TTL: every warm-up task expired and was deleted (GET answers 404), none broke a later
+    # operation (no errors above).
+    assert tasks["expired"]["checked"] >= 4, tasks
+    assert tasks["expired"]["gone"] == tasks["expired"]["checked"], tasks
 
     # The server's memory was sampled from start to end, and it stopped cleanly on SIGINT.
     memory = report["memory"]
@@ -130,6 +136,10 @@ def test_short_soak_of_the_local_stack_is_clean() -> None:
     assert memory["startMb"] == memory["samples"][0]["rssMb"], memory
     assert memory["growthMb"] == round(memory["endMb"] - memory["afterWarmupMb"], 1), memory
     assert memory["growthMb"] <= 100, memory
+    # The steady state: from the first sample after 2 x TTL of load (tasks expiring) to the end.
+    assert memory["steadyFromLoadSeconds"] >= 40, memory
+    assert memory["steadyGrowthMb"] == round(memory["endMb"] - memory["steadyFromMb"], 1), memory
+    assert memory["steadyGrowthMb"] <= 25, memory
     assert report["server"]["exitCode"] == 0, report["server"]
 
     # The human summary went to stderr, ending with the verdict.

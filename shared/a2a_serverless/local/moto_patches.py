@@ -15,6 +15,12 @@ from typing import Any
 
 from a2a_serverless.local.calls import CallRecorder
 
+# moto's DynamoDB (and DynamoDB Streams) and SQS models are not thread-safe: every call of
+# theirs, and every direct use of their models by the stack (TTL sweeps, stream trims),
+# holds the service's lock. One per process: stacks of a process share moto's backends.
+DYNAMODB_LOCK = threading.RLock()
+SQS_LOCK = threading.RLock()
+
 
 class Patches:
     """Attributes replaced on moto's classes and modules, restored by `undo`."""
@@ -49,12 +55,13 @@ def serialize_calls(patches: Patches) -> None:
     services' conditions, transactions and receives are atomic."""
     from moto.core.botocore_stubber import BotocoreStubber
 
-    lock = threading.RLock()
-    queue_lock = threading.RLock()
+    lock = DYNAMODB_LOCK
+    queue_lock = SQS_LOCK
     original = BotocoreStubber.__call__
 
     def locked_call(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
-        if ".dynamodb." in event_name or ".dynamodbstreams." in event_name:
+        # Event names carry the service id: "dynamodb", and "dynamodb-streams" for Streams.
+        if ".dynamodb." in event_name or ".dynamodb-streams." in event_name:
             with lock:
                 return original(self, event_name, request, **kwargs)
         if ".sqs." in event_name:  # pollers and senders share moto's queues
@@ -217,3 +224,173 @@ def state_machine_calls(patches: Patches, recorder: CallRecorder, roles: Mapping
 
     for module in (sfn_clients, sfn_lambda):
         patches.replace(module, "boto_client_for", boto_client_for)
+
+
+def indexed_queries(patches: Patches) -> None:
+    """moto answers every Query by sorting the whole table (and, on an index, filtering every
+    item): a query costs O(table), so the local stack slows down with every task stored.
+    Query the one partition the key condition names instead: a table query reads that hash
+    key's items; an index query reads the items whose index hash key has the value asked, from
+    a map (index hash value -> item keys) kept up to date on every write. moto's own query
+    code still sorts, pages, filters and projects those candidates, so results are the same:
+    only the items no key condition could match are never looked at."""
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+    from moto.dynamodb.models.table import Table
+
+    original_query = Table.query
+    original_all_items = Table.all_items
+    original_put = Table.put_item
+    original_delete = Table.delete_item
+    original_update = DynamoDBBackend.update_item
+    narrowed = threading.local()  # (table, candidate items) while that table's query runs
+
+    def all_items(table: Any) -> list[Any]:
+        only = getattr(narrowed, "value", None)
+        if only is not None and only[0] is table:
+            return list(only[1])  # moto's query sorts what it keeps itself
+        return original_all_items(table)
+
+    def query(
+        table: Any,
+        hash_key: Any,
+        range_comparison: Any,
+        range_objs: Any,
+        limit: Any,
+        exclusive_start_key: Any,
+        scan_index_forward: Any,
+        projection_expressions: Any,
+        index_name: str | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        candidates = _candidates(table, hash_key, index_name, kwargs.get("hash_key_conditions"))
+        previous = getattr(narrowed, "value", None)
+        if candidates is not None:
+            narrowed.value = (table, candidates)
+        try:
+            return original_query(
+                table,
+                hash_key,
+                range_comparison,
+                range_objs,
+                limit,
+                exclusive_start_key,
+                scan_index_forward,
+                projection_expressions,
+                index_name,
+                *args,
+                **kwargs,
+            )
+        finally:
+            narrowed.value = previous
+
+    def put_item(table: Any, *args: Any, **kwargs: Any) -> Any:
+        item = original_put(table, *args, **kwargs)
+        _reindex(table, item.hash_key, item.range_key)
+        return item
+
+    def delete_item(table: Any, hash_key: Any, range_key: Any) -> Any:
+        item = original_delete(table, hash_key, range_key)
+        _reindex(table, hash_key, range_key)
+        return item
+
+    def update_item(backend: Any, table_name: str, key: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original_update(backend, table_name, key, *args, **kwargs)
+        finally:  # moto updates the item in place, also when a later step of it fails
+            table = backend.tables.get(table_name)
+            if table is not None and isinstance(key, dict) and table.hash_key_attr in key:
+                range_attr = table.range_key_attr
+                _reindex(
+                    table,
+                    DynamoType(key[table.hash_key_attr]),
+                    DynamoType(key[range_attr]) if range_attr and range_attr in key else None,
+                )
+
+    def _candidates(
+        table: Any, hash_key: Any, index_name: str | None, conditions: Any
+    ) -> list[Any] | None:
+        """The items a query's hash key condition can match; None: let moto look at all."""
+        if not index_name:
+            if hash_key is None:
+                return None
+            partition = table.items.get(hash_key)
+            if partition is None:
+                return []
+            return list(partition.values()) if table.range_key_attr else [partition]
+        indexes = _gsi_maps(table)
+        if index_name not in indexes:
+            return None  # a local secondary index: same partition as the table's, rare here
+        attribute, by_value, _ = indexes[index_name]
+        wanted = next((value for name, value in conditions or () if name == attribute), None)
+        if wanted is None:
+            return None
+        found = []
+        for hash_value, range_value in by_value.get(wanted, ()):
+            item = table.get_item(hash_value, range_value)
+            if isinstance(item, Item):
+                found.append(item)
+        return found
+
+    patches.replace(Table, "all_items", all_items)
+    patches.replace(Table, "query", query)
+    patches.replace(Table, "put_item", put_item)
+    patches.replace(Table, "delete_item", delete_item)
+    patches.replace(DynamoDBBackend, "update_item", update_item)
+
+
+# Per table: index name -> (its first hash key attribute, value -> item keys, item key -> value).
+_GsiMaps = dict[str, tuple[str, dict[Any, set[tuple[Any, Any]]], dict[tuple[Any, Any], Any]]]
+_GSI_ATTRIBUTE = "_a2a_local_gsi_maps"
+
+
+def _gsi_maps(table: Any) -> _GsiMaps:
+    """The table's index maps, built from its items on first use (later kept by _reindex)."""
+    maps: _GsiMaps | None = table.__dict__.get(_GSI_ATTRIBUTE)
+    schema = [
+        (index.name, next(k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"))
+        for index in table.global_indexes
+    ]
+    if maps is not None and [(n, a) for n, (a, _, _) in maps.items()] == schema:
+        return maps
+    maps = {name: (attribute, {}, {}) for name, attribute in schema}
+    table.__dict__[_GSI_ATTRIBUTE] = maps
+    for item in _every_item(table):
+        _index_item(maps, (item.hash_key, item.range_key), item)
+    return maps
+
+
+def _every_item(table: Any) -> list[Any]:
+    items: list[Any] = []
+    for partition in table.items.values():
+        items.extend(partition.values() if table.range_key_attr else [partition])
+    return items
+
+
+def _index_item(maps: _GsiMaps, key: tuple[Any, Any], item: Any) -> None:
+    for attribute, by_value, where in maps.values():
+        old = where.pop(key, None)
+        if old is not None:
+            keys = by_value.get(old)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del by_value[old]
+        value = item.attrs.get(attribute) if item is not None else None
+        if value is not None and value.type in ("S", "N", "B"):  # key types; a copy, as
+            value = type(value)({value.type: value.value})  # moto may update attrs in place
+            where[key] = value
+            by_value.setdefault(value, set()).add(key)
+
+
+def _reindex(table: Any, hash_value: Any, range_value: Any) -> None:
+    """After a write to one key: move the key to the index entries of what is stored now."""
+    maps: _GsiMaps | None = table.__dict__.get(_GSI_ATTRIBUTE)
+    if maps is None:
+        return  # not built yet: built from the items on the first index query
+    try:
+        item = table.get_item(hash_value, range_value)
+    except Exception:  # moto's validation of an odd key: nothing stored under it
+        item = None
+    _index_item(maps, (hash_value, range_value), item)

@@ -45,6 +45,7 @@ from a2a_serverless.local.resources import (
 )
 from a2a_serverless.local.sigv4 import IamUsers
 from a2a_serverless.local.template import Resolver, load_template, parameter_defaults
+from a2a_serverless.local.ttl import Sweeper, local_ttl_shift
 
 # Names other modules import from here.
 __all__ = [
@@ -157,6 +158,9 @@ class LocalStack:
         self._state_machine_roles: dict[str, str] = {}
         # The template's values for this stack (set by start(); the gateway reads the Api).
         self.resolver: Resolver | None = None
+        # What AWS forgets over time (TTL deletes, stream trim, old executions): local/ttl.py.
+        # Runs in a thread with the event sources; `sweeper.sweep()` runs it by hand.
+        self.sweeper: Sweeper | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -173,6 +177,7 @@ class LocalStack:
         moto_patches.untracked_models(self._patches)
         moto_patches.serialize_calls(self._patches)
         moto_patches.cheap_transactions(self._patches)
+        moto_patches.indexed_queries(self._patches)
         moto_patches.fifo_groups_in_order(self._patches)
         template_resources = self.template["Resources"]
         resolver = self.resolver = Resolver(
@@ -220,15 +225,24 @@ class LocalStack:
                     template_resources, resolver, self.functions, self.queues, self._event_invoker
                 )
             )
+        self.sweeper = Sweeper(
+            self._tables,
+            self._stream_read_up_to,
+            shift=local_ttl_shift(int(self.parameters.get("RetentionDays", 30))),
+        )
         self._ready = True
         if self.recorder is not None:
             self.recorder.armed = True  # every resource and setting of the stack is in place
         if self.event_sources is not None and self.event_source_mode == "threads":
             self.event_sources.start()
+            self.sweeper.start()
         return self
 
     def stop(self) -> None:
         self._ready = False
+        if self.sweeper is not None:
+            self.sweeper.stop()
+            self.sweeper = None
         if self in LocalStack._live:
             if LocalStack._live[-1] is not self:
                 raise RuntimeError(
@@ -284,6 +298,23 @@ class LocalStack:
 
     def _client(self, service: str) -> Any:
         return resources.client(service)
+
+    def _tables(self) -> list[Any]:
+        """moto's tables of this stack (the sweeper works on them directly)."""
+        from moto.dynamodb.models import dynamodb_backends
+
+        return list(dynamodb_backends[ACCOUNT][REGION].tables.values())
+
+    def _stream_read_up_to(self) -> int | None:
+        """The lowest sequence number a stream mapping has yet to read (records below it
+        every mapping is done with); None while any mapping has read nothing, or none reads."""
+        from a2a_serverless.local.events import StreamMapping
+
+        mappings = self.event_sources.mappings if self.event_sources is not None else []
+        positions = [m.position for m in mappings if isinstance(m, StreamMapping)]
+        if not positions or any(p is None for p in positions):
+            return None
+        return min(p for p in positions if p is not None)
 
     # -- Lambda emulation ------------------------------------------------------------------
 

@@ -1,0 +1,379 @@
+"""How fast the local stack is (issue 14, item 5), measured against an a2a-sdk in-memory server.
+
+`local_figures()` starts the local stack in this process behind uvicorn (a real HTTP server in
+a thread, as `scripts/dev` serves it; httpx's ASGI transport would buffer the SSE streams) and
+measures, with httpx clients in this process:
+
+- local_tasks_per_second: non-blocking echo sends (`returnImmediately`) by `clients`
+  concurrent clients, each polling `GET /tasks/{id}` until its task is COMPLETED before it
+  sends the next; completed tasks / wall time, on an empty table.
+- local_throughput_ratio_5000_stored: the same with `stored` tasks already in the table (the
+  items of real tasks copied under new ids, straight into moto, owned by the same caller),
+  divided by the empty-table figure.
+- blocking_send_p50_ms: one client, blocking echo sends, median latency.
+- stream_p95_ms_8_streams: 8 concurrent `POST /message:stream`, a flow emitting a chunk every
+  100 ms stamped with its emit time (`metadata.emittedAt`); p95 of receive - emit.
+- sdk_inmemory_tasks_per_second: the first figure's workload against an a2a-sdk server
+  (DefaultRequestHandler, InMemoryTaskStore, an echo AgentExecutor, its REST routes) served
+  by uvicorn in a thread of this process, and ratio_vs_sdk_inmemory = local / sdk.
+
+Run: `PYTHONPATH=shared .venv/bin/python scripts/bench_local.py [--quick]` (scripts/bench
+prints these figures too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+PRINCIPAL = "bench-local"
+TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"}
+TIMED_CHUNKS = 20
+TIMED_INTERVAL_SECONDS = 0.1
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    rank = max(1, -(-int(q * 1000) * len(ordered) // 1000))
+    return ordered[rank - 1]
+
+
+def _bench_flow() -> Any:
+    """The echo flow, except that a message "timed" gets TIMED_CHUNKS artifact chunks
+    TIMED_INTERVAL_SECONDS apart, each stamped with its emit time (`metadata.emittedAt`)."""
+    from a2a_serverless.flows.echo import EchoFlow
+
+    class BenchFlow(EchoFlow):
+        def step(self, ctx: Any) -> Any:
+            if ctx.text == "timed":
+                return _timed(ctx)
+            return super().step(ctx)
+
+    return BenchFlow()
+
+
+def _timed(ctx: Any) -> Any:
+    from a2a_serverless.flows import Outcome
+
+    for index in range(TIMED_CHUNKS):
+        time.sleep(TIMED_INTERVAL_SECONDS)
+        ctx.artifact(
+            f"{index} ",
+            artifact_id="timed",
+            name="timed",
+            append=index > 0,
+            last_chunk=index == TIMED_CHUNKS - 1,
+            metadata={"emittedAt": time.time(), "index": index},
+        )
+    return Outcome.completed()
+
+
+# The stack's flow (`Flow=bench_local:BENCH_FLOW`), built when the stack loads it.
+def __getattr__(name: str) -> Any:
+    if name == "BENCH_FLOW":
+        return _bench_flow()
+    raise AttributeError(name)
+
+
+def _message(text: str, immediate: bool = False) -> dict[str, Any]:
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+    return {"message": message, "configuration": {"returnImmediately": True} if immediate else {}}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _serving(app: Any) -> Iterator[str]:
+    """`app` served by uvicorn in a thread; its base URL."""
+    import uvicorn
+
+    port = _free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="bench-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@contextmanager
+def _local_stack(parameters: dict[str, str] | None = None) -> Iterator[tuple[Any, str]]:
+    from a2a_serverless.local.stack import LocalStack
+
+    stack = LocalStack(parameters=parameters).start()
+    try:
+        with _serving(stack.gateway()) as url:
+            yield stack, url
+    finally:
+        stack.stop()
+
+
+# -- workloads --------------------------------------------------------------------------------
+
+
+async def _non_blocking_rate(url: str, clients: int, tasks: int, headers: dict[str, str]) -> float:
+    """Completed non-blocking tasks per second: `clients` loops of send + poll to the end."""
+    import httpx
+
+    remaining = [tasks]
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        while remaining[0] > 0:
+            remaining[0] -= 1
+            response = await client.post("/message:send", json=_message("bench", True))
+            response.raise_for_status()
+            task_id = response.json()["task"]["id"]
+            pause = 0.005
+            while True:
+                got = await client.get(f"/tasks/{task_id}")
+                got.raise_for_status()
+                state = got.json()["status"]["state"]
+                if state in TERMINAL:
+                    if state != "TASK_STATE_COMPLETED":
+                        raise RuntimeError(f"task {task_id} ended {state}")
+                    break
+                await asyncio.sleep(pause)
+                pause = min(0.05, pause * 1.5)
+
+    limits = httpx.Limits(max_connections=clients + 2)
+    async with httpx.AsyncClient(
+        base_url=url, headers=headers, timeout=60, limits=limits
+    ) as client:
+        # Warm-up: imports, first executions, connections.
+        await asyncio.gather(*(client_loop_once(client) for _ in range(clients)))
+        start = time.perf_counter()
+        await asyncio.gather(*(client_loop(client) for _ in range(clients)))
+        return tasks / (time.perf_counter() - start)
+
+
+async def client_loop_once(client: Any) -> None:
+    response = await client.post("/message:send", json=_message("warm up"))
+    response.raise_for_status()
+
+
+async def _blocking_p50_ms(url: str, samples: int, headers: dict[str, str]) -> float:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
+        await client_loop_once(client)
+        times = []
+        for _ in range(samples):
+            start = time.perf_counter()
+            response = await client.post("/message:send", json=_message("hello"))
+            times.append(time.perf_counter() - start)
+            response.raise_for_status()
+            if response.json()["task"]["status"]["state"] != "TASK_STATE_COMPLETED":
+                raise RuntimeError(f"blocking send did not complete: {response.text[:300]}")
+        return statistics.median(times) * 1000
+
+
+async def _stream_p95_ms(url: str, streams: int, headers: dict[str, str]) -> float:
+    import httpx
+
+    async def one(client: httpx.AsyncClient) -> list[float]:
+        lags: list[float] = []
+        async with client.stream("POST", "/message:stream", json=_message("timed")) as response:
+            response.raise_for_status()
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                received = time.time()
+                update = json.loads(line[5:]).get("artifactUpdate")
+                if update:
+                    lags.append(received - update["artifact"]["metadata"]["emittedAt"])
+        if len(lags) != TIMED_CHUNKS:
+            raise RuntimeError(f"stream carried {len(lags)} of {TIMED_CHUNKS} chunks")
+        return lags
+
+    limits = httpx.Limits(max_connections=streams + 2)
+    async with httpx.AsyncClient(
+        base_url=url, headers=headers, timeout=60, limits=limits
+    ) as client:
+        await one(client)  # warm-up
+        results = await asyncio.gather(*(one(client) for _ in range(streams)))
+    return percentile([lag for lags in results for lag in lags], 0.95) * 1000
+
+
+# -- stored tasks -----------------------------------------------------------------------------
+
+
+def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str) -> int:
+    """Put `count` tasks in the table: the items of one real echo task, copied under new task
+    ids straight into moto (no stream records: the webhook sender has nothing to do with
+    them). Items whose key does not name the task (the caller's counters) are not copied."""
+    import httpx
+    from moto.dynamodb.models import dynamodb_backends
+
+    from a2a_serverless.local import moto_patches
+    from a2a_serverless.local.resources import ACCOUNT, REGION
+
+    with httpx.Client(base_url=url, headers=principal_headers, timeout=60) as client:
+        response = client.post("/message:send", json=_message("a task to copy"))
+        response.raise_for_status()
+        task_id = response.json()["task"]["id"]
+    table = dynamodb_backends[ACCOUNT][REGION].get_table(stack.env["TABLE_NAME"])
+    with moto_patches.DYNAMODB_LOCK:
+        originals = [
+            item.to_json()["Attributes"]
+            for item in table.all_items()
+            if _key_names(table, item, task_id)
+        ]
+    if not originals:
+        raise RuntimeError("found no item of the task to copy")
+    written = 0
+    for start in range(0, count, 200):
+        with moto_patches.DYNAMODB_LOCK:
+            shard, table.stream_shard = table.stream_shard, None
+            try:
+                for _ in range(min(200, count - start)):
+                    new_id = str(uuid.uuid4())
+                    for attributes in originals:
+                        table.put_item(_renamed(attributes, task_id, new_id))
+                        written += 1
+            finally:
+                table.stream_shard = shard
+    return written
+
+
+def _key_names(table: Any, item: Any, task_id: str) -> bool:
+    keys = [item.hash_key.value] + ([item.range_key.value] if item.range_key else [])
+    return any(task_id in str(value) for value in keys)
+
+
+def _renamed(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {k: _renamed(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed(v, old, new) for v in value]
+    return value
+
+
+# -- the a2a-sdk in-memory server ------------------------------------------------------------
+
+
+def sdk_app() -> Any:
+    """An a2a-sdk server: DefaultRequestHandler over InMemoryTaskStore, an executor that
+    echoes the text as one artifact, its REST routes on Starlette."""
+    from a2a.helpers import new_task
+    from a2a.server.agent_execution import AgentExecutor, RequestContext
+    from a2a.server.events import EventQueue
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_agent_card_routes, create_rest_routes
+    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part, TaskState
+    from starlette.applications import Starlette
+
+    class Echo(AgentExecutor):
+        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+            task_id, context_id = context.task_id or "", context.context_id or ""
+            if context.current_task is None:
+                history = [context.message] if context.message is not None else []
+                await event_queue.enqueue_event(
+                    new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
+                )
+            updater = TaskUpdater(event_queue, task_id, context_id)
+            await updater.start_work()
+            await updater.add_artifact([Part(text="Echo: " + context.get_user_input())])
+            await updater.complete()
+
+        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+            updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+            await updater.cancel()
+
+    card = AgentCard(
+        name="sdk echo",
+        description="a2a-sdk in-memory echo (bench)",
+        version="1.0",
+        supported_interfaces=[
+            AgentInterface(url="http://127.0.0.1/", protocol_binding="HTTP+JSON")
+        ],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+    )
+    handler = DefaultRequestHandler(
+        agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    return Starlette(routes=[*create_agent_card_routes(card), *create_rest_routes(handler)])
+
+
+# -- all figures ------------------------------------------------------------------------------
+
+
+def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> dict[str, float]:
+    """The local stack's speed figures (see the module's docstring); `quick`: fewer tasks."""
+    tasks = clients * (4 if quick else 12)
+    headers = {**HEADERS, "X-Local-Principal": PRINCIPAL}
+    figures: dict[str, float] = {}
+
+    def run(coroutine: Any) -> Any:
+        started = time.perf_counter()
+        result = asyncio.run(coroutine)
+        print(
+            f"bench_local: {coroutine.__name__} {result:.2f} in "
+            f"{time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        return result
+
+    module = "bench_local" if __name__ == "__main__" else __name__
+    sys.modules.setdefault(module, sys.modules[__name__])  # the flow worker imports it by name
+    with _local_stack({"Flow": f"{module}:BENCH_FLOW"}) as (stack, url):
+        figures["stream_p95_ms_8_streams"] = run(_stream_p95_ms(url, 8, headers))
+        figures["blocking_send_p50_ms"] = run(_blocking_p50_ms(url, 10 if quick else 30, headers))
+        empty = run(_non_blocking_rate(url, clients, tasks, headers))
+        preload(stack, stored, headers, url)
+        full = run(_non_blocking_rate(url, clients, tasks, headers))
+    with _serving(sdk_app()) as url:
+        sdk = run(_non_blocking_rate(url, clients, tasks * 4, HEADERS))
+    figures["local_tasks_per_second"] = empty
+    figures["local_throughput_ratio_5000_stored"] = full / empty
+    figures["sdk_inmemory_tasks_per_second"] = sdk
+    figures["ratio_vs_sdk_inmemory"] = empty / sdk
+    return {k: round(v, 3) for k, v in figures.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--stored", type=int, default=5000)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    figures = local_figures(args.clients, args.stored, args.quick)
+    print(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""What AWS forgets over time and moto keeps forever, forgotten by the local stack too.
+
+- DynamoDB Time to Live: items whose TTL attribute (a Number, epoch seconds) has passed are
+  deleted by the service, each delete a stream REMOVE record whose `userIdentity` is the
+  DynamoDB service principal (`{"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}`
+  in the Streams API). AWS deletes within days of expiry and ignores values more than five
+  years in the past; moto never deletes. `A2A_LOCAL_TTL_SECONDS` (local only, e.g. for
+  scripts/soak) makes items expire that many seconds after they were written with the
+  template's RetentionDays TTL (their expiry moved earlier by RetentionDays - that).
+- DynamoDB Streams keep a record 24 hours; moto keeps every record of the table's life.
+  Records every mapping of the stream has read past are trimmed once READ_RECORDS_KEPT_SECONDS
+  old (a reader of its own, a test or a developer, still finds the recent ones), and any
+  record older than 24 h.
+- Step Functions keeps execution history 90 days; moto keeps every execution, and its
+  StartExecution / DescribeExecution scan them all. Finished executions beyond the newest
+  KEEP_FINISHED_EXECUTIONS per state machine are dropped.
+
+`Sweeper` runs these every `interval` seconds in a thread of the stack (`sweep()` runs them
+once, for tests).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from a2a_serverless.local.moto_patches import DYNAMODB_LOCK
+
+logger = logging.getLogger(__name__)
+
+# Local-only: seconds after which an item written with the RetentionDays TTL expires.
+LOCAL_TTL_ENV = "A2A_LOCAL_TTL_SECONDS"
+TTL_SERVICE_IDENTITY = {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"}
+STREAM_RETENTION_SECONDS = 24 * 3600
+READ_RECORDS_KEPT_SECONDS = 30.0
+FIVE_YEARS_SECONDS = 5 * 365 * 86400
+KEEP_FINISHED_EXECUTIONS = 200
+
+
+def local_ttl_shift(retention_days: int) -> float:
+    """Seconds by which expiry moves earlier locally (0 unless A2A_LOCAL_TTL_SECONDS is set)."""
+    raw = os.environ.get(LOCAL_TTL_ENV, "").strip()
+    if not raw:
+        return 0.0
+    return max(0.0, retention_days * 86400 - float(raw))
+
+
+def _expiry(item: Any, attribute: str) -> float | None:
+    value = item.attrs.get(attribute)
+    if value is None or value.type != "N":
+        return None  # not a Number: TTL ignores the item
+    try:
+        return float(Decimal(value.value))
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def expire_items(table: Any, now: float | None = None, shift: float = 0.0) -> int:
+    """Delete the expired items of a moto table as DynamoDB TTL does; how many."""
+    if table.ttl.get("TimeToLiveStatus") != "ENABLED" or not table.ttl.get("AttributeName"):
+        return 0
+    attribute = table.ttl["AttributeName"]
+    now = time.time() if now is None else now
+    with DYNAMODB_LOCK:
+        partitions = list(table.items.values())
+    expired = []
+    for partition in partitions:
+        for item in list(partition.values()) if table.range_key_attr else [partition]:
+            expiry = _expiry(item, attribute)
+            if expiry is not None and now - FIVE_YEARS_SECONDS < expiry - shift <= now:
+                expired.append((item.hash_key, item.range_key))
+    deleted = 0
+    for hash_key, range_key in expired:
+        with DYNAMODB_LOCK:
+            item = table.get_item(hash_key, range_key)
+            expiry = _expiry(item, attribute) if item is not None else None
+            if expiry is None or expiry - shift > now:
+                continue  # rewritten meanwhile with a later expiry
+            shard = table.stream_shard
+            records_before = len(shard.items) if shard is not None else 0
+            table.delete_item(hash_key, range_key)
+            if shard is not None and len(shard.items) > records_before:
+                shard.items[-1].record["userIdentity"] = dict(TTL_SERVICE_IDENTITY)
+            deleted += 1
+    return deleted
+
+
+def trim_stream(
+    table: Any,
+    read_up_to: int | None,
+    now: float | None = None,
+    keep_read_seconds: float = READ_RECORDS_KEPT_SECONDS,
+) -> int:
+    """Drop the table's stream records below sequence number `read_up_to` (what every
+    mapping has read past; None: no mapping reads, keep them) once `keep_read_seconds` old,
+    and any older than 24 h."""
+    shard = table.stream_shard
+    if shard is None:
+        return 0
+    now = time.time() if now is None else now
+    oldest_kept = dt.datetime.fromtimestamp(now - STREAM_RETENTION_SECONDS, dt.UTC)
+    newest_read_dropped = dt.datetime.fromtimestamp(now - keep_read_seconds, dt.UTC)
+    with DYNAMODB_LOCK:
+        count = 0
+        first = shard.starting_sequence_number
+        for record in shard.items:
+            seq = first + count
+            created = record.record["dynamodb"].get("ApproximateCreationDateTime")
+            created = _aware(created) if created is not None else None
+            too_old = created is not None and created < oldest_kept
+            read = read_up_to is not None and seq < read_up_to
+            if not (too_old or (read and (created is None or created <= newest_read_dropped))):
+                break
+            count += 1
+        if count:
+            # moto numbers records by their place in the list: the list starts further on.
+            del shard.items[:count]
+            shard.starting_sequence_number += count
+    return count
+
+
+def _aware(moment: dt.datetime) -> dt.datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def drop_finished_executions(keep: int = KEEP_FINISHED_EXECUTIONS) -> int:
+    """Drop all but the newest `keep` finished executions of every state machine of moto."""
+    from moto.stepfunctions.models import stepfunctions_backends
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    dropped = 0
+    accounts: list[Any] = [
+        *stepfunctions_backends.values(),
+        *stepfunctions_parser_backends.values(),
+    ]
+    for account in accounts:
+        for backend in list(account.values()):
+            for machine in list(getattr(backend, "state_machines", [])):
+                executions = machine.executions
+                finished = [e for e in list(executions) if _status(e) != "RUNNING"]
+                for execution in finished[: max(0, len(finished) - keep)]:
+                    try:
+                        executions.remove(execution)  # one atomic list operation
+                        dropped += 1
+                    except ValueError:
+                        pass
+    return dropped
+
+
+def _status(execution: Any) -> str:
+    status = getattr(execution, "status", "RUNNING")
+    return str(getattr(status, "value", status))
+
+
+class Sweeper:
+    """Runs the sweeps every `interval` seconds in a daemon thread until stopped."""
+
+    def __init__(
+        self,
+        tables: Callable[[], list[Any]],
+        stream_read_up_to: Callable[[], int | None],
+        shift: float = 0.0,
+        interval: float = 2.0,
+    ) -> None:
+        self._tables = tables
+        self._read_up_to = stream_read_up_to
+        self.shift = shift
+        self.interval = interval
+        self.deleted = 0
+        self.trimmed = 0
+        self.dropped_executions = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sweep(self, now: float | None = None) -> None:
+        for table in self._tables():
+            self.deleted += expire_items(table, now, self.shift)
+            self.trimmed += trim_stream(table, self._read_up_to(), now)
+        self.dropped_executions += drop_finished_executions()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="local-ttl-sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.sweep()
+            except Exception:  # the sweeper survives what moto throws; the next sweep retries
+                logger.exception("local TTL sweep failed")
