@@ -6,14 +6,17 @@ and context's counters once, however often the record is delivered."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import boto3
+import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
 from a2a_serverless.local.events import StreamMapping, passes
 from a2a_serverless.local.stack import LocalStack
+from a2a_serverless.local.ttl import LOCAL_TTL_ENV
 from tests.integration.harness import A2A, REGION, ddb, header, table, wait_idle
 from tests.integration.test_event_sources import Function, pump, stream_arn, template_filters
 
@@ -115,3 +118,34 @@ def test_the_local_stream_mapping_gives_the_removers_identity_in_lambdas_shape(
     assert record["eventName"] == "REMOVE"
     assert record["userIdentity"] == TTL
     assert json.loads(json.dumps(record["dynamodb"]["OldImage"]))["x"] == {"S": "y"}
+
+
+def test_expiry_on_the_local_stack_takes_tasks_off_totalsize(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The whole chain: the TTL sweeper deletes the expired items (REMOVE records by the
+    service), the stream mapping's filter passes the headers' removals, the WebhookSender takes
+    them off the counters: totalSize and the list agree again."""
+    monkeypatch.setenv(LOCAL_TTL_ENV, "1")  # items expire a second after they were written
+    stack = LocalStack(event_sources="manual").start()
+    try:
+        assert stack.event_sources is not None and stack.sweeper is not None
+        task_events = stack.event_sources.by_name("WebhookSenderFunction.TaskEvents")
+        alice = A2A(stack, "alice")
+        for text in ("one", "two"):
+            alice.send(text, context_id="ctx-chain")
+        wait_idle(stack)
+        while task_events.poll_once():
+            pass
+        assert alice.list().json["totalSize"] == 2
+        time.sleep(2.1)
+        stack.sweeper.sweep()
+        invocations = task_events.invocations
+        while task_events.poll_once():
+            pass
+        assert task_events.invocations > invocations  # the removals reached the sender
+        assert alice.list().json.get("totalSize", 0) == 0
+        assert alice.list(contextId="ctx-chain").json.get("totalSize", 0) == 0
+        assert alice.list().json.get("tasks", []) == []
+    finally:
+        stack.stop()
