@@ -61,7 +61,9 @@ def test_template_filter_is_the_documented_pattern() -> None:
 
 @pytest.mark.parametrize("event_name", ["INSERT", "MODIFY", "REMOVE"])
 @pytest.mark.parametrize("sk", ["E#0000000001", "H", "M#0000000001", "P#config-1"])
-def test_template_filter_passes_only_inserted_event_items_and_no_user_removal(event_name: str, sk: str) -> None:
+def test_template_filter_passes_only_inserted_event_items_and_no_user_removal(
+    event_name: str, sk: str
+) -> None:
     record = stream_record(event_name, sk, ev={"S": "{}"})
     expected = event_name == "INSERT" and sk.startswith("E#")
     assert passes(_template_filters(), record) is expected
