@@ -151,13 +151,6 @@ class Settings(BaseSettings):
         description="Comma-separated origins (scheme://host[:port]) whose browser clients may "
         "call the API (CORS); empty = none.",
     )
-    aws_endpoint_url: str = Field("", description="Override AWS endpoint (local tools only).")
-    powertools_metrics_namespace: str = Field(
-        "A2AServerless", description="CloudWatch namespace of the functions' EMF metrics."
-    )
-    powertools_trace_disabled: bool = Field(
-        False, description="Turn X-Ray tracing off (it is always off outside Lambda)."
-    )
     # The Bedrock flow (FLOW=a2a_serverless.flows.bedrock:flow); other flows ignore these.
     bedrock_model_id: str = Field(
         "us.amazon.nova-lite-v1:0",
@@ -179,6 +172,13 @@ class Settings(BaseSettings):
     )
     bedrock_region: str = Field(
         "", description="Region of the Bedrock flow's calls; empty = the function's own."
+    )
+    aws_endpoint_url: str = Field("", description="Override AWS endpoint (local tools only).")
+    powertools_metrics_namespace: str = Field(
+        "A2AServerless", description="CloudWatch namespace of the functions' EMF metrics."
+    )
+    powertools_trace_disabled: bool = Field(
+        False, description="Turn X-Ray tracing off (it is always off outside Lambda)."
     )
     lambda_task_root: str = Field(
         "",

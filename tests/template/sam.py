@@ -114,7 +114,7 @@ def resources_of_type(cfn: dict[str, Any], type_: str) -> dict[str, dict[str, An
 
 _URI = re.compile(
     r"^arn:(?:aws|\$\{AWS::Partition\}):apigateway:\$\{AWS::Region\}:lambda:path/"
-    r"(?P<version>\d{4}-\d{2}-\d{2})/functions/\$\{(?P<function>\w+)\.Arn\}/"
+    r"(?P<version>\d{4}-\d{2}-\d{2})/functions/\$\{(?P<function>\w+?)(?:\.Arn|Aliaslive)\}/"
     r"(?P<action>invocations|response-streaming-invocations)$"
 )
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}

@@ -41,6 +41,8 @@ def test_translates_to_plain_cloudformation(cfn: dict[str, Any]) -> None:
     assert functions == set(FUNCTIONS)
     assert {
         "AWS::Lambda::Function",
+        "AWS::Lambda::Version",  # AutoPublishAlias (SnapStart parameter)
+        "AWS::Lambda::Alias",
         "AWS::ApiGateway::RestApi",
         "AWS::ApiGateway::Deployment",
         "AWS::ApiGateway::Stage",

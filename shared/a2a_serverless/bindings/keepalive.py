@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from a2a_serverless.core.service import A2AService, AcceptedSend
-from a2a_serverless.models import SendMessageResponse
 from a2a_serverless.settings import get_settings
+
+if TYPE_CHECKING:  # types only: the binding that calls this has imported them already
+    from a2a_serverless.core.service import A2AService, AcceptedSend
+    from a2a_serverless.models import SendMessageResponse
 
 KEEPALIVE = b"\n"
 
-Render = Callable[[SendMessageResponse], Response]
+Render = Callable[["SendMessageResponse"], Response]
 OnError = Callable[[Exception], Response]
 
 

@@ -4,16 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-from fastapi import FastAPI
-from mangum import Mangum
+from typing import TYPE_CHECKING, Any
 
 from a2a_serverless.observability import (
     enable_web_adapter_tracing,
     function_logger,
     instrumented_handler,
 )
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 TEXT_MIME_TYPES = ["application/json", "application/a2a+json", "text/", "application/javascript"]
 
@@ -23,6 +23,9 @@ def mangum_handler(
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """API Gateway REST (v1) proxy events -> the FastAPI app, with request-id correlation.
     `trace_aws=False` for a function that never calls AWS (no botocore import for X-Ray)."""
+    # Imported here: the Web Adapter functions (uvicorn) never need Mangum.
+    from mangum import Mangum
+
     # application/a2a+json is text: without this Mangum base64-encodes it and a REST API
     # without binary media types would hand the base64 string to the client.
     adapter = Mangum(app, lifespan="off", text_mime_types=TEXT_MIME_TYPES)

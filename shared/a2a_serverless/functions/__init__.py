@@ -9,6 +9,8 @@ builds its app from the settings of that moment rather than a cached one.
 
 from __future__ import annotations
 
+import random
+
 from a2a_serverless import wiring
 from a2a_serverless.flows.base import Flow
 from a2a_serverless.settings import get_settings
@@ -34,3 +36,33 @@ def flow_at_init() -> Flow:
         raise FlowLoadError(
             f"cannot load the flow FLOW={spec!r}: {type(exc).__name__}: {exc}{hint}"
         ) from exc
+
+
+def after_restore() -> None:
+    """Lambda SnapStart: what an environment resumed from the snapshot must not share with
+    the others resumed from it. `random` (retry jitter, counter shards) is reseeded from
+    os.urandom (uuid4 and `secrets` read os.urandom on each call: nothing to do); the AWS
+    clients built at init drop their pooled connections. Their credentials refresh by
+    themselves: under SnapStart botocore gets them from Lambda's container credentials
+    endpoint, and refreshes them once expired. Nothing else caches time or identity at init
+    (the card's Last-Modified is the code's mtime, the same for every environment)."""
+    random.seed()
+    wiring.close_aws_connections()
+
+
+_hooked = False
+
+
+def register_snapstart_hooks() -> None:
+    """Run `after_restore` when Lambda resumes this function from a SnapStart snapshot.
+    `snapshot_restore_py` exists in Lambda's managed Python runtimes only: elsewhere (the
+    local stack, tests) there is no snapshot, and nothing to register."""
+    global _hooked
+    if _hooked:
+        return
+    try:
+        from snapshot_restore_py import register_after_restore  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    register_after_restore(after_restore)
+    _hooked = True

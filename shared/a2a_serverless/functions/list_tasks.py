@@ -7,11 +7,12 @@ from typing import Any
 from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import mangum_handler
 from a2a_serverless.bindings.rest import create_app, list_tasks_router
-from a2a_serverless.functions import flow_at_init
+from a2a_serverless.functions import flow_at_init, register_snapstart_hooks
 
 
 def create() -> tuple[Any, Any]:
     """(app, handler)."""
     flow_at_init()  # a flow that cannot load fails the init, saying why
+    register_snapstart_hooks()
     app = create_app(list_tasks_router(wiring.get_service()))
     return app, mangum_handler(app)
