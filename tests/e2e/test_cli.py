@@ -46,6 +46,18 @@ def user_env() -> dict[str, str]:
 # -- invoke ------------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _process_state() -> Iterator[None]:
+    """The command, run in this process, sets what a command may (POWERTOOLS_METRICS_DISABLED,
+    the working folder on sys.path): undone after each test, so that later tests in the same
+    pytest process (the metrics tests) see the environment they started with."""
+    environ, path = dict(os.environ), list(sys.path)
+    yield
+    os.environ.clear()
+    os.environ.update(environ)
+    sys.path[:] = path
+
+
 def invoke_in_process(function: str, event: Path, *args: str) -> tuple[int, Any]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
