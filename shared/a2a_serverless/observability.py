@@ -329,7 +329,7 @@ def instrumented_handler(
     return decorate
 
 
-# -- HTTP requests (every FastAPI app: Web Adapter, Mangum and the local gateway) ----------
+# -- HTTP requests (every function's app: Web Adapter, Mangum and the local gateway) -------
 
 # Set by Web Adapter processes whose requests carry the X-Ray trace header (see below).
 _propagate_trace_header = False

@@ -26,11 +26,11 @@ from a2a.utils.signing import (
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed, encode_dss_signature
-from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jwt import PyJWK
 from moto import mock_aws
+from starlette.testclient import TestClient
 
 from a2a_serverless import wiring
 from a2a_serverless.bindings.rest import card_router, create_app

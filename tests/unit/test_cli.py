@@ -161,7 +161,7 @@ def test_the_vendored_wheel_holds_the_package_and_its_metadata(tmp_path: Path) -
         record = zf.read(f"{info}/RECORD").decode()
         entry_points = zf.read(f"{info}/entry_points.txt").decode()
         template = zf.read("a2a_serverless/cli/template.yaml").decode()
-    assert "Name: a2a-serverless" in metadata and "Requires-Dist: fastapi" in metadata
+    assert "Name: a2a-serverless" in metadata and "Requires-Dist: starlette" in metadata
     assert "a2a-serverless = a2a_serverless.cli:main" in entry_points  # the command
     assert "a2a_serverless/functions/stream.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]

@@ -28,15 +28,15 @@ print(json.dumps(sorted(sys.modules)))
 # Never needed by any function's init: test/dev tools, and the X-Ray SDK outside Lambda.
 # (httpx imports rich and pygments for its CLI where they are installed, as in this venv; the
 # layer has neither.)
-NEVER = {"moto", "pytest", "yaml", "aws_xray_sdk"}
+# Nor FastAPI, pydantic.v1 and pydantic-settings: bindings/routing.py routes on plain Starlette,
+# settings.py reads the environment itself (they cost an HTTP function's init ~0.2 s of CPU).
+NEVER = {"moto", "pytest", "yaml", "aws_xray_sdk", "fastapi", "pydantic_settings", "pydantic.v1"}
 # Parts a function must not load when it has no use for them.
 NOT_LOADED = {
     # Plain handlers: no web framework, no card, no HTTP service.
     "flow_worker": {
-        "fastapi",
         "starlette",
         "mangum",
-        "pydantic.v1",
         "httpx",
         "a2a_serverless.core.card",
         "a2a_serverless.core.service",
@@ -45,17 +45,13 @@ NOT_LOADED = {
         "a2a_serverless.bindings.rest",
     },
     "webhook_sender": {
-        "fastapi",
         "mangum",
-        "pydantic.v1",
         "a2a_serverless.core.card",
         "a2a_serverless.core.service",
         "a2a_serverless.bindings.rest",
     },
     "authorizer": {
-        "fastapi",
         "mangum",
-        "pydantic.v1",
         "a2a_serverless.core.card",
         "a2a_serverless.core.service",
         "a2a_serverless.push.sender",

@@ -6,9 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
-from fastapi.testclient import TestClient
+from starlette.responses import JSONResponse
+from starlette.testclient import TestClient
 
 from a2a_serverless.bindings.cors import (
     ALLOW_HEADERS,
@@ -18,6 +17,7 @@ from a2a_serverless.bindings.cors import (
 )
 from a2a_serverless.bindings.keepalive import KeepAliveResponse
 from a2a_serverless.bindings.rest import create_app
+from a2a_serverless.bindings.routing import APIRouter
 from a2a_serverless.bindings.sse import sse_response
 from a2a_serverless.core.errors import TaskNotFoundError
 from a2a_serverless.settings import get_settings

@@ -4,13 +4,17 @@ an error from its row (the wire tests pin the actual values)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import httpx
 import pytest
-from fastapi import APIRouter
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 from a2a_serverless.bindings.jsonrpc import error_object
 from a2a_serverless.bindings.rest import create_app
+from a2a_serverless.bindings.routing import APIRouter
 from a2a_serverless.core import errors
 
 
@@ -96,3 +100,55 @@ def test_field_violations_travel_with_invalid_params_on_both_bindings() -> None:
             {"field": "pageSize", "description": "must be between 1 and 100"}
         ]
     assert rest["message"] == rpc["message"] == "pageSize: must be between 1 and 100"
+
+
+# -- the binding's own routing (bindings/routing.py): answers FastAPI gave, kept on the wire --
+
+
+def _routing_app() -> Starlette:
+    router = APIRouter(dependencies=[lambda request: seen.append("dependency")])
+    seen: list[str] = []
+
+    @router.get("/tasks/{task_id}")
+    def get_task(request: Request, task_id: str) -> JSONResponse:
+        # A sync handler runs in the thread pool, after the router's dependencies.
+        loop_thread = threading.current_thread() is threading.main_thread()
+        return JSONResponse({"task": task_id, "seen": seen, "inLoopThread": loop_thread})
+
+    return create_app(router)
+
+
+def _call(app: Starlette, method: str, path: str) -> httpx.Response:
+    async def call() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await client.request(method, path)
+
+    return asyncio.run(call())
+
+
+def test_routes_take_path_parameters_by_name_after_the_dependencies() -> None:
+    response = _call(_routing_app(), "GET", "/tasks/t-1")
+    assert response.json() == {"task": "t-1", "seen": ["dependency"], "inLoopThread": False}
+
+
+def test_head_on_a_get_route_stays_a_405_and_a_trailing_slash_a_404() -> None:
+    # Starlette alone would answer HEAD on a GET route; FastAPI did not (neither does the API).
+    head = _call(_routing_app(), "HEAD", "/tasks/t-1")
+    assert head.status_code == 405 and "allow" not in head.headers
+    post = _call(_routing_app(), "POST", "/tasks/t-1").json()["error"]
+    assert (post["code"], post["status"]) == (405, "UNIMPLEMENTED")
+    # No redirect: behind API Gateway its Location would drop the stage.
+    slash = _call(_routing_app(), "GET", "/tasks/t-1/")
+    assert slash.status_code == 404 and "location" not in slash.headers
+    assert _reason(slash.json()["error"]["details"]) == "METHOD_NOT_FOUND"
+
+
+def test_a_handler_parameter_missing_from_the_path_is_refused_at_registration() -> None:
+    router = APIRouter()
+
+    def get_task(request: Request, task_id: str) -> JSONResponse:
+        raise AssertionError("never called")
+
+    with pytest.raises(TypeError, match="task_id"):
+        router.add_api_route("/tasks", get_task, methods=["GET"])

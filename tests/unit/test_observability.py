@@ -18,12 +18,13 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
 
 from a2a_serverless import observability, wiring
 from a2a_serverless.bindings.lambda_adapter import web_adapter_app
 from a2a_serverless.bindings.rest import create_app
+from a2a_serverless.bindings.routing import APIRouter
 from a2a_serverless.models import (
     TaskState,
 )
@@ -187,14 +188,14 @@ def _probe_app() -> Any:
     log = __import__("logging").getLogger("a2a_serverless.probe")
 
     @router.post("/probe/{name}")
-    async def probe(name: str) -> dict[str, str]:
+    async def probe(name: str) -> JSONResponse:
         await run_in_threadpool(annotate, task_id=f"task-of-{name}")
         arrived.append(name)
         if len(arrived) == 10:
             everyone.set()
         await everyone.wait()
         await run_in_threadpool(log.warning, "probe done")
-        return {"name": name}
+        return JSONResponse({"name": name})
 
     return web_adapter_app(create_app(router))
 
@@ -291,18 +292,19 @@ event = json.load(open({str(ROOT / "events/agent_card.json")!r}))
 assert card["handler"](event, Ctx())["statusCode"] == 200
 del os.environ["_X_AMZN_TRACE_ID"]  # a Web Adapter process has none of its own
 send = runpy.run_path({str(ROOT / "functions/send_message/app.py")!r})
-from fastapi import APIRouter
+from a2a_serverless.bindings.routing import APIRouter
+from starlette.responses import JSONResponse
 import boto3
 router = APIRouter()
 @router.get("/aws")
-def aws_call() -> dict:
+def aws_call() -> JSONResponse:
     client = boto3.client("sqs", endpoint_url="http://127.0.0.1:9")
     try:
         client.list_queues()
     except Exception:
         pass
-    return {{}}
-send["app"].include_router(router)
+    return JSONResponse({{}})
+send["app"].router.routes.extend(router.routes)  # before its first request
 async def main():
     transport = httpx.ASGITransport(app=send["app"])
     async with httpx.AsyncClient(transport=transport, base_url="http://a") as c:

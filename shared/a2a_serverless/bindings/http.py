@@ -9,8 +9,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from a2a_serverless.core.errors import (
     AuthenticationRequiredError,

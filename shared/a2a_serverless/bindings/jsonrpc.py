@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
 
 from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
 from a2a_serverless.bindings.http import (
@@ -37,6 +38,7 @@ from a2a_serverless.bindings.http import (
     require_json_content_type,
 )
 from a2a_serverless.bindings.keepalive import send_response, wait_settled
+from a2a_serverless.bindings.routing import APIRouter
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.card import CardFactory

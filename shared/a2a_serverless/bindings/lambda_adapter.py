@@ -13,15 +13,15 @@ from a2a_serverless.observability import (
 )
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from starlette.applications import Starlette
 
 TEXT_MIME_TYPES = ["application/json", "application/a2a+json", "text/", "application/javascript"]
 
 
 def mangum_handler(
-    app: FastAPI, *, trace_aws: bool = True
+    app: Starlette, *, trace_aws: bool = True
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """API Gateway REST (v1) proxy events -> the FastAPI app, with request-id correlation.
+    """API Gateway REST (v1) proxy events -> the function's app, with request-id correlation.
     `trace_aws=False` for a function that never calls AWS (no botocore import for X-Ray)."""
     # Imported here: the Web Adapter functions (uvicorn) never need Mangum.
     from mangum import Mangum
@@ -42,7 +42,7 @@ def mangum_handler(
     return handler
 
 
-def web_adapter_app(app: FastAPI) -> FastAPI:
+def web_adapter_app(app: Starlette) -> Starlette:
     """A Web Adapter function's app: JSON logs and, inside Lambda, X-Ray subsegments for its
     AWS calls (per-request correlation and metrics come from the app's RequestScope)."""
     function_logger()

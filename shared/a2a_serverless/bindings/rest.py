@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from a2a_serverless.bindings.cors import CorsHeaders
 from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
@@ -31,6 +31,7 @@ from a2a_serverless.bindings.http import (
     response_media_type,
 )
 from a2a_serverless.bindings.keepalive import send_response
+from a2a_serverless.bindings.routing import APIRouter, Depends, starlette_app
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.card import CardFactory
@@ -105,19 +106,12 @@ def render(request: Request, payload: A2AModel, status_code: int = 200) -> JSONR
     )
 
 
-def create_app(*routers: APIRouter, title: str = "a2a-serverless") -> FastAPI:
+def create_app(*routers: APIRouter) -> Starlette:
     """A function's app: its routers plus the binding's error mapping, each request in its
     own observability scope (correlation ids, metrics, one log line)."""
-    # No slash redirects: behind API Gateway a redirect's Location drops the stage (`/prod`),
-    # so `GET /tasks/` answered an empty 307 to a URL that does not exist. Routes that a
-    # trailing slash reaches at the gateway declare both spellings instead.
-    app = FastAPI(
-        title=title, openapi_url=None, docs_url=None, redoc_url=None, redirect_slashes=False
-    )
+    app = starlette_app(routers)
     app.add_middleware(RequestScope)
     app.add_middleware(CorsHeaders)
-    for router in routers:
-        app.include_router(router)
 
     async def handle(request: Request, exc: Exception) -> JSONResponse:
         return error_response(request, exc)
@@ -130,10 +124,6 @@ def create_app(*routers: APIRouter, title: str = "a2a-serverless") -> FastAPI:
         Exception,
     ):
         app.add_exception_handler(exc_type, handle)
-    app.add_exception_handler(
-        RequestValidationError,
-        lambda request, exc: error_response(request, errors.InvalidRequestError(str(exc))),
-    )
     return app
 
 
@@ -154,7 +144,7 @@ TENANT_PREFIX = "/{tenant}"
 def _route(router: APIRouter, method: str, path: str) -> Callable[[Any], Any]:
     """Register the handler at `path` and at `/{tenant}` + `path` (the proto's
     additional_bindings). The handler reads the tenant from `request.path_params`, never as a
-    parameter: on the route without one FastAPI would take it from the query string."""
+    parameter: the route without one has no such path parameter."""
 
     def register(handler: Any) -> Any:
         for each in (path, TENANT_PREFIX + path):  # without the tenant first: it wins ties
