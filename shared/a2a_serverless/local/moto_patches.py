@@ -205,6 +205,29 @@ def lambda_invoke(
     patches.replace(LambdaFunction, "invoke", invoke_in_process)
 
 
+def shared_state_machine_clients(patches: Patches) -> None:
+    """moto's Step Functions interpreter builds a new boto3 client for every Lambda call of
+    every execution: ~5 ms of CPU each, a tenth of a local task. Keep one per region,
+    service and execution role: boto3 clients are thread-safe, and moto's ignore the role's
+    credentials (every call still goes through moto, and through `state_machine_calls`)."""
+    import moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils as sfn_lambda  # noqa: E501
+    import moto.stepfunctions.parser.asl.utils.boto_client as sfn_clients
+
+    original = sfn_clients.boto_client_for
+    clients: dict[tuple[str, str, str], Any] = {}
+
+    def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+        key = (region, service, str(getattr(state_credentials, "role_arn", None)))
+        client = clients.get(key)
+        if client is None:
+            client = original(region=region, service=service, state_credentials=state_credentials)
+            clients[key] = client
+        return client
+
+    for module in (sfn_clients, sfn_lambda):
+        patches.replace(module, "boto_client_for", boto_client_for)
+
+
 def state_machine_calls(patches: Patches, recorder: CallRecorder, roles: Mapping[str, str]) -> None:
     """Attribute the calls of moto's Step Functions interpreter to the state machine whose
     execution role it runs with (`roles`: role ARN -> logical id, filled as they are made)."""
@@ -219,7 +242,7 @@ def state_machine_calls(patches: Patches, recorder: CallRecorder, roles: Mapping
         # Every execution of this stack runs with a role it created; another role is an
         # execution of an earlier stack whose thread outlived it (tests): not ours to judge.
         if principal is not None:
-            recorder.pin(client, principal)
+            recorder.pin(client, principal)  # idempotent: the client may be a shared one
         return client
 
     for module in (sfn_clients, sfn_lambda):
@@ -394,3 +417,86 @@ def _reindex(table: Any, hash_value: Any, range_value: Any) -> None:
     except Exception:  # moto's validation of an odd key: nothing stored under it
         item = None
     _index_item(maps, (hash_value, range_value), item)
+
+
+def quick_response_values(patches: Patches) -> None:
+    """moto serialises a response by asking, for every member of every shape (the ten
+    members of each DynamoDB attribute value included, most of them absent), six alias
+    providers for the names to look up, each with a fresh context: most of the local stack's
+    CPU went there. For a plain dict those names depend only on the shape and the key, so
+    ask moto's own picker once per (service, shape, key) and keep its answer; the lookup is
+    then moto's (first name the dict holds, else None) and its response transformers still
+    apply, so responses are the same. Anything but a plain dict goes through moto's picker."""
+    from moto.core import serialize
+
+    original = serialize.ResponseSerializer.get_value
+    pickers = (serialize.AttributePicker, serialize.XFormedAttributePicker)
+    names: dict[tuple[Any, ...], tuple[str, ...] | None] = {}
+
+    def candidates(serializer: Any, picker: Any, key: str, shape: Any) -> tuple[str, ...] | None:
+        parent = getattr(shape, "parent", None)
+        cache_key = (
+            type(picker),
+            serializer.service_model.service_name,
+            serializer.service_model.api_version,
+            key,
+            None if shape is None else (shape.name, shape.type_name),
+            None if shape is None else shape.serialization.get("name"),
+            None if parent is None else (parent.name, parent.type_name),
+        )
+        found = names.get(cache_key, ())
+        if found == ():
+            # An empty dict answers like any plain dict: no `Meta`, class name "dict".
+            context = serialize.AttributePickerContext(obj={}, key=key, shape=shape)
+            listed = tuple(picker.get_possible_keys(context))
+            found = None if any("." in name for name in listed) else listed  # paths: moto's
+            names[cache_key] = found
+        return found
+
+    def get_value(serializer: Any, value: Any, key: str, shape: Any) -> Any:
+        picker = serializer._value_picker
+        if (
+            type(value) is not dict
+            or type(picker) not in pickers
+            or picker.alias_providers is not serialize.DEFAULT_ALIAS_PROVIDERS
+        ):
+            return original(serializer, value, key, shape)
+        listed = candidates(serializer, picker, key, shape)
+        if listed is None:
+            return original(serializer, value, key, shape)
+        found = next((value[name] for name in listed if name in value), None)
+        transformers = picker.response_transformers
+        if transformers:
+            key_path = f"{'.'.join(serializer.path)}.{key}"
+            for transform_path, transform in transformers.items():
+                if key_path.endswith(transform_path):
+                    return transform(found)
+        return found
+
+    patches.replace(serialize.ResponseSerializer, "get_value", get_value)
+
+
+def parsed_definitions_kept(patches: Patches) -> None:
+    """moto's Step Functions interpreter parses the state machine's definition with ANTLR
+    again for every execution (a tenth of the local stack's CPU per task). Keep the parse
+    tree of each definition that parsed cleanly and build the evaluation components from it
+    afresh each time, as moto does: executions share nothing they could change."""
+    from moto.stepfunctions.parser.asl.parse import asl_parser
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    parser_class = asl_parser.AmazonStateLanguageParser
+    original = parser_class.parse
+    trees: dict[str, Any] = {}
+    kept = 64  # definitions: a stack has a handful; tests make more, each a new stack
+
+    def parse(definition: str) -> tuple[Any, Any]:
+        tree = trees.get(definition)
+        if tree is None:
+            program, tree = original(definition)  # raises on syntax errors, as before
+            if len(trees) >= kept:
+                trees.pop(next(iter(trees)))
+            trees[definition] = tree
+            return program, tree
+        return Preprocessor().visit(tree), tree
+
+    patches.replace(parser_class, "parse", staticmethod(parse))

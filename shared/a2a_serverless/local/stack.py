@@ -8,7 +8,7 @@
   interpreter; their Lambda tasks reach `LocalStack._invoke`.
 - local/events.py: the functions' DynamoDB and SQS event sources, polled by threads that invoke
   the real handlers as Lambda's mappings would.
-- local/gateway.py: every function's FastAPI app behind one ASGI gateway with the template's
+- local/gateway.py: every function's Starlette app behind one ASGI gateway with the template's
   routes.
 - With A2A_LOCAL_CALL_LOG set, every AWS call a function (or the state machine) makes is
   recorded as IAM sees it, attributed to the function running (local/calls.py).
@@ -81,6 +81,32 @@ _BASE_ENV = {
     "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
     "MOTO_ALLOW_NONEXISTENT_REGION": "true",
 }
+
+
+# A directory: the stack traces allocations (tracemalloc) and dumps a snapshot there every
+# MEMORY_SNAPSHOT_SECONDS, to diff with `tracemalloc.Snapshot.load` (finding a slow leak of a
+# long-running stack, scripts/soak). Costs time: for diagnosis only.
+MEMORY_SNAPSHOTS_ENV = "A2A_LOCAL_TRACEMALLOC_DIR"
+MEMORY_SNAPSHOT_SECONDS = 30.0
+
+
+def _memory_snapshots(directory: str | None, stopped: threading.Event) -> None:
+    if not directory:
+        return
+    import time
+    import tracemalloc
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    if not tracemalloc.is_tracing():
+        tracemalloc.start(8)
+    started = time.monotonic()
+
+    def dump() -> None:
+        while not stopped.wait(MEMORY_SNAPSHOT_SECONDS):
+            elapsed = int(time.monotonic() - started)
+            tracemalloc.take_snapshot().dump(str(Path(directory) / f"{elapsed:06d}.snapshot"))
+
+    threading.Thread(target=dump, name="memory-snapshots", daemon=True).start()
 
 
 def _attributed_handler(handler: Handler, logical_id: str, stack_id: str) -> Handler:
@@ -161,6 +187,7 @@ class LocalStack:
         # What AWS forgets over time (TTL deletes, stream trim, old executions): local/ttl.py.
         # Runs in a thread with the event sources; `sweeper.sweep()` runs it by hand.
         self.sweeper: Sweeper | None = None
+        self._stopped = threading.Event()  # ends the stack's own diagnostic threads
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -178,6 +205,9 @@ class LocalStack:
         moto_patches.serialize_calls(self._patches)
         moto_patches.cheap_transactions(self._patches)
         moto_patches.indexed_queries(self._patches)
+        moto_patches.quick_response_values(self._patches)
+        moto_patches.parsed_definitions_kept(self._patches)
+        moto_patches.shared_state_machine_clients(self._patches)
         moto_patches.fifo_groups_in_order(self._patches)
         template_resources = self.template["Resources"]
         resolver = self.resolver = Resolver(
@@ -231,6 +261,7 @@ class LocalStack:
             shift=local_ttl_shift(int(self.parameters.get("RetentionDays", 30))),
         )
         self._ready = True
+        _memory_snapshots(os.environ.get(MEMORY_SNAPSHOTS_ENV), self._stopped)
         if self.recorder is not None:
             self.recorder.armed = True  # every resource and setting of the stack is in place
         if self.event_sources is not None and self.event_source_mode == "threads":
@@ -240,6 +271,7 @@ class LocalStack:
 
     def stop(self) -> None:
         self._ready = False
+        self._stopped.set()
         if self.sweeper is not None:
             self.sweeper.stop()
             self.sweeper = None
@@ -331,7 +363,7 @@ class LocalStack:
         return self._handlers[logical_id]
 
     def app_for(self, logical_id: str) -> Any:
-        """The FastAPI app a function serves (both Mangum and Web Adapter functions)."""
+        """The Starlette app a function serves (both Mangum and Web Adapter functions)."""
         if logical_id not in self._apps:
             spec = self.functions[logical_id]
             module = resources.load_module(f"_a2a_local_app_{logical_id}", spec.code_dir / "app.py")
