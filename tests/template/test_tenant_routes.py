@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from a2a_serverless.core.service import RESERVED_TENANTS
 from tests.template.sam import resolve_ifs, rest_api_body, routes
 
 # The spec's copy beside the repository, read when present (KNOWN_RULES otherwise: a clone).
@@ -136,6 +137,8 @@ def test_the_tenant_parameter_reaches_every_function(
     pattern = re.compile(parameter["AllowedPattern"])
     for good in ("", "acme", "Team_1.eu-west~2", "a" * 64):
         assert pattern.fullmatch(good), good
-    for bad in ("a/b", "a b", "a:b", "ä", "a" * 65, "a%2Fb"):
+    for bad in ("a/b", "a b", "a:b", "ä", "a" * 65, "a%2Fb", *sorted(RESERVED_TENANTS)):
         assert not pattern.fullmatch(bad), bad
+    for near in ("tasks2", "my.well-known", "..."):  # only the reserved names themselves
+        assert pattern.fullmatch(near), near
     assert sam["Globals"]["Function"]["Environment"]["Variables"]["TENANT"] == {"Ref": "Tenant"}
