@@ -320,6 +320,17 @@ def scan(stack: LocalStack) -> list[dict[str, Any]]:
     return [item for page in pages.paginate(TableName=table(stack)) for item in page["Items"]]
 
 
+def list_totals(client: A2A, context_id: str) -> tuple[int, int, int]:
+    """ListTasks' totalSize for the caller: all its tasks, the context's, the completed ones."""
+    queries: list[dict[str, str]] = [
+        {},
+        {"contextId": context_id},
+        {"status": "TASK_STATE_COMPLETED"},
+    ]
+    a, b, c = (client.list(**q).json.get("totalSize", 0) for q in queries)
+    return a, b, c
+
+
 def header(stack: LocalStack, task_id: str) -> dict[str, Any]:
     return ddb().get_item(
         TableName=table(stack),

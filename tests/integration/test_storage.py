@@ -19,6 +19,7 @@ from tests.integration.harness import (
     ddb,
     header,
     item_size,
+    list_totals,
     scan,
     table,
     wait_for,
@@ -188,17 +189,7 @@ def test_a_ttl_removed_task_leaves_total_size(local_stack: LocalStack, alice: A2
     gone = alice.send("goes", context_id="ctx-ttl").task["id"]
     wait_idle(local_stack)
 
-    def totals() -> tuple[int, int, int]:
-        """totalSize: all of alice's tasks, the context's, the completed ones."""
-        queries: list[dict[str, str]] = [
-            {},
-            {"contextId": "ctx-ttl"},
-            {"status": "TASK_STATE_COMPLETED"},
-        ]
-        a, b, c = (alice.list(**q).json.get("totalSize", 0) for q in queries)
-        return a, b, c
-
-    assert totals() == (2, 2, 2)
+    assert list_totals(alice, "ctx-ttl") == (2, 2, 2)
     old = header(local_stack, gone)
     ddb().delete_item(TableName=table(local_stack), Key={"pk": old["pk"], "sk": old["sk"]})
     record = DynamoDBRecord(
@@ -215,7 +206,7 @@ def test_a_ttl_removed_task_leaves_total_size(local_stack: LocalStack, alice: A2
     assert record.dynamodb is not None
     store = wiring.get_store()
     assert store.forget_expired(record.dynamodb.old_image) is True
-    assert totals() == (1, 1, 1)
+    assert list_totals(alice, "ctx-ttl") == (1, 1, 1)
     assert store.forget_expired(record.dynamodb.old_image) is False  # delivered again
-    assert totals() == (1, 1, 1)
+    assert list_totals(alice, "ctx-ttl") == (1, 1, 1)
     assert [t["id"] for t in alice.list().json["tasks"]] == [kept]

@@ -17,7 +17,7 @@ from moto.dynamodb.models import dynamodb_backends
 from a2a_serverless.local.events import StreamMapping, passes
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.local.ttl import LOCAL_TTL_ENV
-from tests.integration.harness import A2A, REGION, ddb, header, table, wait_idle
+from tests.integration.harness import A2A, REGION, ddb, header, list_totals, table, wait_idle
 from tests.integration.test_event_sources import Function, pump, stream_arn, template_filters
 
 TTL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
@@ -64,26 +64,17 @@ def test_the_sender_takes_an_expired_task_off_the_counters_once(
     gone = alice.send("goes", context_id="ctx-exp").task["id"]
     wait_idle(local_stack)
 
-    def totals() -> tuple[int, int, int]:
-        queries: list[dict[str, str]] = [
-            {},
-            {"contextId": "ctx-exp"},
-            {"status": "TASK_STATE_COMPLETED"},
-        ]
-        a, b, c = (alice.list(**q).json.get("totalSize", 0) for q in queries)
-        return a, b, c
-
-    assert totals() == (2, 2, 2)
+    assert list_totals(alice, "ctx-exp") == (2, 2, 2)
     old = header(local_stack, gone)
     ddb().delete_item(TableName=table(local_stack), Key={"pk": old["pk"], "sk": old["sk"]})
     # Someone's own delete of the header is not an expiry: the counters stay.
     assert handler({"Records": [_removal(old, None, "10")]}, None) == {"batchItemFailures": []}
-    assert totals() == (2, 2, 2)
+    assert list_totals(alice, "ctx-exp") == (2, 2, 2)
     assert handler({"Records": [_removal(old, TTL, "11")]}, None) == {"batchItemFailures": []}
-    assert totals() == (1, 1, 1)
+    assert list_totals(alice, "ctx-exp") == (1, 1, 1)
     # The stream delivers it again (a retried batch): counted once.
     assert handler({"Records": [_removal(old, TTL, "11")]}, None) == {"batchItemFailures": []}
-    assert totals() == (1, 1, 1)
+    assert list_totals(alice, "ctx-exp") == (1, 1, 1)
     assert [t["id"] for t in alice.list().json["tasks"]] == [kept]
 
 
