@@ -379,7 +379,17 @@ def _paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
                     "200": _stream("The task as it is now, then its updates."),
                     **_errors(404, 409),
                 },
-            }
+            },
+            # The proto's HTTP rule for SubscribeToTask is this GET; POST is served too.
+            "get": {
+                "operationId": "SubscribeToTaskByGet",
+                "summary": "SubscribeToTask by the proto's GET rule: the same stream as the POST",
+                "parameters": [version, task_id],
+                "responses": {
+                    "200": _stream("The task as it is now, then its updates."),
+                    **_errors(404, 409),
+                },
+            },
         },
         "/tasks/{id}/pushNotificationConfigs": {
             "post": {

@@ -111,7 +111,7 @@ def proto_type_for(method: str, path: str) -> type[ProtoMessage] | None:
         return a2a_types.SendMessageResponse
     if method == "GET" and path == "/tasks":
         return a2a_types.ListTasksResponse
-    if method == "GET" and _TASK_PATH.match(path):
+    if method == "GET" and _TASK_PATH.match(path) and not path.endswith(":subscribe"):
         return a2a_types.Task
     if method == "POST" and path.startswith("/tasks/") and path.endswith(":cancel"):
         return a2a_types.Task
@@ -129,11 +129,12 @@ def proto_type_for(method: str, path: str) -> type[ProtoMessage] | None:
 
 
 def is_stream_operation(method: str, path: str) -> bool:
-    """SendStreamingMessage or SubscribeToTask: answered with SSE unless they fail up front."""
+    """SendStreamingMessage or SubscribeToTask (POST, or GET: the proto's rule): answered
+    with SSE unless they fail up front."""
     path = without_tenant(path.split("?")[0]).rstrip("/")
-    return method == "POST" and (
-        path == "/message:stream" or (path.startswith("/tasks/") and path.endswith(":subscribe"))
-    )
+    if path.startswith("/tasks/") and path.endswith(":subscribe"):
+        return method in ("GET", "POST")
+    return method == "POST" and path == "/message:stream"
 
 
 def check_response(method: str, path: str, status: int, body: bytes | str) -> Any:

@@ -2,4 +2,4 @@
 
 from a2a_serverless.functions.get_task import create
 
-app, handler = create()
+app = create()

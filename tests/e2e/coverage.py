@@ -53,12 +53,13 @@ def operation(method: str, path: str) -> str:
         return "ListTasks"
     if path.startswith("/tasks/") and "/pushNotificationConfigs" in path:
         return "PushNotificationConfig"
+    # By POST or by GET (the proto's rule; the gateway's GET /tasks/{id} route).
+    if method in ("GET", "POST") and path.startswith("/tasks/") and path.endswith(":subscribe"):
+        return "SubscribeToTask"
     if method == "GET" and path.startswith("/tasks/"):
         return "GetTask"
     if method == "POST" and path.startswith("/tasks/") and path.endswith(":cancel"):
         return "CancelTask"
-    if method == "POST" and path.startswith("/tasks/") and path.endswith(":subscribe"):
-        return "SubscribeToTask"
     return "Other"
 
 
@@ -150,9 +151,7 @@ def coverage_problems(observed: Observed) -> list[str]:
     streamed = sum(
         1
         for s in seen
-        if 200 <= s.status < 300
-        and s.method == "POST"
-        and operation(s.method, s.path) in STREAM_OPERATIONS
+        if 200 <= s.status < 300 and operation(s.method, s.path) in STREAM_OPERATIONS
     )
     o.need(
         len(o.sse_checked) == streamed,

@@ -227,12 +227,3 @@ def test_jsonrpc_corrections(raw: Callable[..., httpx.Client]) -> None:
     task = rpc.result(legacy, "message/send", {"message": rpc.msg03("done")})
     error = rpc.error(legacy, "tasks/cancel", {"id": task["id"]}, code=-32002)
     assert "TASK_STATE_" not in error["message"] and "completed" in error["message"]
-
-
-def test_get_subscribe_points_to_post(http: httpx.Client) -> None:
-    task = http.post("/message:send", json=message_body("hi")).json()["task"]
-    response = http.get(f"/tasks/{task['id']}:subscribe")
-    assert response.status_code == 400, response.text
-    error = response.json()["error"]
-    assert reason_of(error) == "UNSUPPORTED_OPERATION"
-    assert f"POST /tasks/{task['id']}:subscribe" in error["message"]

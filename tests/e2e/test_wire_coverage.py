@@ -7,7 +7,7 @@ whatever order the tests ran in.
 
 from __future__ import annotations
 
-from tests.e2e.coverage import CARD_PATH, Observed, Seen, coverage_problems
+from tests.e2e.coverage import CARD_PATH, Observed, Seen, coverage_problems, operation
 
 STREAMS = ("/message:stream", "/tasks/t1:subscribe")
 SUCCESSES = [
@@ -65,6 +65,22 @@ def test_a_failed_strict_check_fails_the_session() -> None:
     observed = complete_session()
     observed.check_failures = ["raw GET /tasks/t1 -> 200: AssertionError()"]
     assert coverage_problems(observed)
+
+
+def test_get_subscriptions_count_as_subscribe_to_task() -> None:
+    """`GET /tasks/{id}:subscribe` (the proto's rule) is SubscribeToTask, not GetTask: its
+    SSE body is counted among the streams answered, and must be checked like the POST's."""
+    assert operation("GET", "/tasks/t1:subscribe") == "SubscribeToTask"
+    assert operation("GET", "/acme/tasks/t1:subscribe") == "SubscribeToTask"
+    assert operation("GET", "/tasks/t1") == "GetTask"
+    by_get = Seen("raw", "GET", "/tasks/t1:subscribe", 200)
+    unchecked = complete_session()
+    unchecked.seen = [*unchecked.seen, by_get]
+    assert any("streams answered" in p for p in coverage_problems(unchecked))
+    checked = complete_session()
+    checked.seen = [*checked.seen, by_get]
+    checked.sse_checked = [*checked.sse_checked, ("GET", by_get.path, 2, 0, True)]
+    assert coverage_problems(checked) == []
 
 
 def test_an_empty_session_fails() -> None:

@@ -199,7 +199,7 @@ class A2A:
         query = {"historyLength": str(history_length)} if history_length is not None else None
         event = load_event("get_task.json", task_id=task_id, principal=self.principal, query=query)
         with _labelled("get"):
-            return invoke_mangum(self.stack.handler_for("GetTaskFunction"), event)
+            return invoke_web_adapter(self.stack.app_for("GetTaskFunction"), event)
 
     def list(self, **query: Any) -> Resp:
         params = {k: str(v) for k, v in query.items() if v is not None}

@@ -16,7 +16,6 @@ from tests.integration.harness import (
     TERMINAL,
     assert_log_consistent,
     executions,
-    invoke_mangum,
     invoke_web_adapter,
     invoke_worker,
     load_event,
@@ -58,8 +57,8 @@ def test_sample_events_drive_blocking_send_and_get(local_stack: LocalStack) -> N
     assert [a["artifactId"] for a in task["artifacts"]] == ["echo"]
     assert [m["role"] for m in task["history"]] == ["ROLE_USER"]
 
-    got = invoke_mangum(
-        local_stack.handler_for("GetTaskFunction"), load_event("get_task.json", task_id=task["id"])
+    got = invoke_web_adapter(
+        local_stack.app_for("GetTaskFunction"), load_event("get_task.json", task_id=task["id"])
     )
     assert got.status == 200
     assert got.json == task

@@ -12,8 +12,11 @@ import pytest
 
 from tests.template.sam import ROOT, resources_of_type
 
-WEB_ADAPTER = {"SendMessageFunction", "StreamFunction"}
-MANGUM = {"AgentCardFunction", "GetTaskFunction", "ListTasksFunction", "PushConfigFunction"}
+# GetTaskFunction streams `GET /tasks/{id}:subscribe` (the gateway's `GET /tasks/{id}` route).
+WEB_ADAPTER = {"SendMessageFunction", "StreamFunction", "GetTaskFunction"}
+# The Web Adapter functions that start turns (GetTask only reads).
+STARTS_TURNS = {"SendMessageFunction", "StreamFunction"}
+MANGUM = {"AgentCardFunction", "ListTasksFunction", "PushConfigFunction"}
 PLAIN = {"AuthorizerFunction", "FlowWorkerFunction", "WebhookSenderFunction"}
 ALL = WEB_ADAPTER | MANGUM | PLAIN
 
@@ -82,7 +85,10 @@ def test_web_adapter_functions(cfn: dict[str, Any], sam: dict[str, Any], name: s
     env = props["Environment"]["Variables"]
     assert env["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/bootstrap"
     assert env["AWS_LWA_INVOKE_MODE"] == "response_stream"
-    assert env["STATE_MACHINE_ARN"] == {"Ref": "FlowStateMachine"}
+    if name in STARTS_TURNS:
+        assert env["STATE_MACHINE_ARN"] == {"Ref": "FlowStateMachine"}
+    else:
+        assert "STATE_MACHINE_ARN" not in env  # a reader is given nothing to start
     shared, _ = _shared_layer(cfn)
     assert len(props["Layers"]) == 2
     assert {"Ref": shared} in props["Layers"]
@@ -145,6 +151,7 @@ def test_timeouts_cover_the_long_lived_work(cfn: dict[str, Any]) -> None:
     wait = int(cfn["Parameters"]["BlockingMaxWaitSeconds"]["Default"])
     assert _function(cfn, "SendMessageFunction")["Timeout"] > wait
     assert _function(cfn, "StreamFunction")["Timeout"] == 900
+    assert _function(cfn, "GetTaskFunction")["Timeout"] == 900  # GET subscriptions
     # One flow step: Lambda's 900 s under STANDARD, inside EXPRESS's 5 minutes otherwise
     # (tests/template/test_step_executions.py adds up that budget).
     assert _function(cfn, "FlowWorkerFunction")["Timeout"] == {"Fn::If": ["IsExpress", 150, 900]}

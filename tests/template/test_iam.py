@@ -52,7 +52,8 @@ GRANTS: dict[str, dict[str, set[str]]] = {
     # One API key record by the key's hash; JWTs need no AWS call (the JWKS is public HTTPS).
     "AuthorizerFunction": {"dynamodb:GetItem": {TABLE}},
     "AgentCardFunction": {},
-    "GetTaskFunction": {"dynamodb:Query": {TABLE}},  # a task is read as its partition
+    # A task, and a GET subscription's snapshot and event-log tail, are read as its partition.
+    "GetTaskFunction": {"dynamodb:Query": {TABLE}},
     # Counters by key, tasks through the indexes (GetItem never addresses an index).
     # A page's contents (artifacts, history) come in BatchGetItem rounds, never a read per task.
     "ListTasksFunction": {

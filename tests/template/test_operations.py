@@ -56,6 +56,8 @@ RESERVATIONS = {
     "FlowWorkerFunction": "FlowWorkerReservedConcurrency",
     "SendMessageFunction": "SendMessageReservedConcurrency",
     "StreamFunction": "StreamReservedConcurrency",
+    # GetTask polls and GET subscriptions (streams that hold an execution): a cap of their own.
+    "GetTaskFunction": "GetTaskReservedConcurrency",
 }
 # Lambda keeps at least this many of the account's executions unreserved.
 UNRESERVED_MINIMUM = 100

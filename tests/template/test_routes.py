@@ -49,6 +49,7 @@ ROUTES = {
 LONG_LIVED = {
     ("POST", "/message:send"),
     ("POST", "/message:stream"),
+    ("GET", "/tasks/{id}"),  # GET /tasks/{id}:subscribe arrives here (the proto's GET rule)
     ("POST", "/tasks/{id}"),
     ("POST", "/"),
 }

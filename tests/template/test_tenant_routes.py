@@ -79,7 +79,7 @@ def test_every_rule_has_its_tenant_route_to_the_same_function(
     found = _normalised(cfn)
     plain = found.get((method, resource_of(path)))
     if plain is None:
-        # GET /tasks/{id}:subscribe is served (as 400 naming the POST) by GET /tasks/{id}.
+        # GET /tasks/{id}:subscribe is streamed by the function of GET /tasks/{id}.
         pytest.fail(f"no gateway route for {method} {path}")
     tenant = found.get((method, resource_of(tenant_path)))
     assert tenant is not None, f"no gateway route for {method} {tenant_path}"

@@ -106,7 +106,7 @@ def test_this_repository_binds_the_same_entry_files_a_project_gets() -> None:
     """The entry code exists once (a2a_serverless/functions): app.py only binds it."""
     for name in ENTRY_POINTS:
         assert (ROOT / "functions" / name / "app.py").read_text() == app_py(name), name
-    for name in ("send_message", "stream"):
+    for name in ("send_message", "stream", "get_task"):
         assert (ROOT / "functions" / name / "run.sh").read_text() == RUN_SH, name
 
 
@@ -134,6 +134,7 @@ def test_new_writes_a_project(tmp_path: Path) -> None:
         "tests/test_agent.py",
         "functions/send_message/run.sh",
         "functions/stream/run.sh",
+        "functions/get_task/run.sh",
         *entry_files,
     }
     template = load_template(project / "template.yaml")

@@ -62,7 +62,7 @@ NOT_LOADED = {
     # Web Adapter functions are served by uvicorn, not Mangum.
     "send_message": {"mangum", "httpx", "a2a_serverless.push.sender"},
     "stream": {"mangum", "httpx", "a2a_serverless.push.sender"},
-    "get_task": {"httpx", "a2a_serverless.push.sender"},
+    "get_task": {"mangum", "httpx", "a2a_serverless.push.sender"},
     "list_tasks": {"httpx", "a2a_serverless.push.sender"},
     "push_config": {"httpx", "a2a_serverless.push.sender"},
 }

@@ -83,6 +83,9 @@ def test_every_http_json_route_of_the_template_is_described(document: dict[str, 
             expected |= {("POST", action) for action in TASK_ACTIONS}
         elif (method, path) == ("POST", "/{tenant}/tasks/{id}"):
             expected |= {("POST", "/{tenant}" + action) for action in TASK_ACTIONS}
+        elif (method, path) in (("GET", "/tasks/{id}"), ("GET", "/{tenant}/tasks/{id}")):
+            # GetTask, and SubscribeToTask by the proto's GET rule (the same gateway route).
+            expected |= {(method, path), (method, path + ":subscribe")}
         else:
             expected.add((method, path))
     assert described == expected

@@ -174,6 +174,7 @@ def test_rest_tasks_are_seen_only_under_their_own_tenant(agent: Agent) -> None:
             assert _status(agent, "GET", f"{wrong}/tasks/{task}") == 404
             assert _status(agent, "POST", f"{wrong}/tasks/{task}:cancel") == 404
             assert _status(agent, "POST", f"{wrong}/tasks/{task}:subscribe") == 404
+            assert _status(agent, "GET", f"{wrong}/tasks/{task}:subscribe") == 404
             assert _status(agent, "GET", f"{wrong}/tasks/{task}/pushNotificationConfigs") == 404
         # Another principal under the same tenant sees nothing either.
         assert _status(agent, "GET", f"{prefix}/tasks/{task}", principal="bob") == 404

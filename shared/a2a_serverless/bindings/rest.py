@@ -292,18 +292,22 @@ def stream_router(service: A2AService) -> APIRouter:
 
 
 def get_task_router(service: A2AService) -> APIRouter:
+    """GetTask, and SubscribeToTask by the proto's GET rule: API Gateway has one
+    `GET /tasks/{id}` resource, so `GET /tasks/x:subscribe` arrives here (a streaming
+    function) and is answered exactly as `POST /tasks/x:subscribe` is."""
     router = _versioned_router()
+
+    # Registered first: `/tasks/{task_id}` would match `x:subscribe` too.
+    @_route(router, "GET", "/tasks/{task_id}:subscribe")
+    async def subscribe_by_get(request: Request, task_id: str) -> Response:
+        # A GET has no body: the tenant can only come from the path.
+        owner = scoped_caller(request).owner
+        # Errors (unknown task, terminal task) surface here, before any stream bytes.
+        start = await run_in_threadpool(service.subscribe, owner, task_id)
+        return sse_response(event_frames(service, start, _stream_payload))
 
     @_route(router, "GET", "/tasks/{task_id}")
     async def get_task(request: Request, task_id: str) -> Response:
-        if task_id.endswith(":subscribe"):
-            # The proto's HTTP rule also allows GET; API Gateway sends GET /tasks/{id} to this
-            # buffered function, which cannot stream: say so rather than "task not found".
-            raise errors.UnsupportedOperationError(
-                "SubscribeToTask over GET is not served here: send POST "
-                f"/tasks/{task_id} (the same operation, streamed)",
-                taskId=task_id.removesuffix(":subscribe"),
-            )
         params = _query(request, TaskQuery)
         task = await run_in_threadpool(
             service.get_task, scoped_caller(request).owner, task_id, params.history_length

@@ -30,7 +30,7 @@ ENTRY_POINTS: dict[str, str] = {
     "agent_card": "app, handler",
     "authorizer": "handler",
     "flow_worker": "handler",
-    "get_task": "app, handler",
+    "get_task": "app",
     "list_tasks": "app, handler",
     "push_config": "app, handler",
     "send_message": "app",

@@ -1,18 +1,21 @@
-"""GetTaskFunction: GET /tasks/{id} (Mangum)."""
+"""GetTaskFunction: GET /tasks/{id} (GetTask) and GET /tasks/{id}:subscribe (SubscribeToTask,
+the proto's HTTP rule), served by uvicorn under the Lambda Web Adapter (response streaming).
+
+API Gateway REST cannot route on a suffix inside a path segment: `GET /tasks/x:subscribe`
+reaches the `GET /tasks/{id}` route, so this one function answers both, buffered JSON for
+GetTask and an SSE stream for the subscription. `run.sh` starts it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from a2a_serverless import wiring
-from a2a_serverless.bindings.lambda_adapter import mangum_handler
+from a2a_serverless.bindings.lambda_adapter import web_adapter_app
 from a2a_serverless.bindings.rest import create_app, get_task_router
-from a2a_serverless.functions import flow_at_init, register_snapstart_hooks
+from a2a_serverless.functions import flow_at_init
 
 
-def create() -> tuple[Any, Any]:
-    """(app, handler)."""
+def create() -> Any:
+    """The ASGI app."""
     flow_at_init()  # a flow that cannot load fails the init, saying why
-    register_snapstart_hooks()
-    app = create_app(get_task_router(wiring.get_service()))
-    return app, mangum_handler(app)
+    return web_adapter_app(create_app(get_task_router(wiring.get_service())))
