@@ -391,6 +391,33 @@ async def test_subscribe_to_an_interrupted_task_follows_the_turn_its_reply_start
     )
 
 
+async def test_subscribe_to_an_interrupted_task_closes_at_the_next_interruption(
+    client: httpx.AsyncClient,
+) -> None:
+    """§7.6.1 again: the follow-up asks for input once more ([input] in the reply), so the
+    subscription closes at that new INPUT_REQUIRED — reached after new work began — and not at
+    the one it opened on."""
+    response = await client.post("/message:send", json=message_body("ask me [input]"))
+    paused = response.json()["task"]
+    watching = asyncio.create_task(collect(client, f"/tasks/{paused['id']}:subscribe", timeout=30))
+    await asyncio.sleep(1.5)
+    assert not watching.done(), "the subscription closed at the interruption"
+    reply = await client.post(
+        "/message:send", json=message_body("more [input]", taskId=paused["id"])
+    )
+    asked_again = reply.json()["task"]
+    assert asked_again["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    events = payloads(await watching)
+    states = [state_of(e) for e in events[1:] if "statusUpdate" in e]
+    assert "TASK_STATE_WORKING" in states, states  # new work began before it closed
+    assert states[-1] == "TASK_STATE_INPUT_REQUIRED", states
+    assert events[-1]["statusUpdate"]["status"] == asked_again["status"]
+    # Still open for business: the answer to the second question completes the task.
+    done = await client.post("/message:send", json=message_body("done", taskId=paused["id"]))
+    assert done.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert artifact_text_of(done.json()["task"]) == "Echo: ask me [input] + more [input] + done"
+
+
 async def test_subscribe_to_an_interrupted_task_closes_when_it_is_canceled(
     client: httpx.AsyncClient,
 ) -> None:

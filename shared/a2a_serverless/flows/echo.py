@@ -1,7 +1,8 @@
 """The default flow: deterministic, streams its reply, and obeys directives in the text.
 
 Directives (anywhere in the message text):
-  [input]      ask for more input (TASK_STATE_INPUT_REQUIRED); the answer completes the task
+  [input]      ask for more input (TASK_STATE_INPUT_REQUIRED); the answer completes the task,
+               unless it says [input] again (another interruption of the same task)
   [auth]       ask for authorization (TASK_STATE_AUTH_REQUIRED); any reply completes it
   [fail]       end TASK_STATE_FAILED with an explanation
   [reject]     end TASK_STATE_REJECTED
@@ -96,8 +97,12 @@ class EchoFlow(Flow):
         text = ctx.text
         pending = ctx.state.get("awaiting")
         if pending == "input":
+            combined = f"{ctx.state.get('original', '')} + {text}"
+            if "[input]" in text:  # asked again: one more interruption of the same task
+                ctx.state.update(awaiting="input", original=combined)
+                return Outcome.input_required("What else should I add to the echo?")
             ctx.state["awaiting"] = None
-            return self._echo(ctx, f"{ctx.state.get('original', '')} + {text}")
+            return self._echo(ctx, combined)
         if pending == "auth":
             ctx.state["awaiting"] = None
             return self._echo(ctx, ctx.state.get("original", ""))
