@@ -21,7 +21,20 @@ from tests.e2e.conftest import DevServer, checked_async_client, checked_client, 
 
 pytestmark = pytest.mark.e2e
 
-signed_server = server_fixture("dev-signed-card", env={"CARD_SIGNING_KEY": "local"})
+# The card's provider, documentation and icon come from template parameters (signed with it).
+CARD_PARAMETERS = {
+    "AgentProviderOrganization": "Example Org",
+    "AgentProviderUrl": "https://example.org",
+    "AgentDocumentationUrl": "https://example.org/docs",
+    "AgentIconUrl": "https://example.org/icon.png",
+}
+signed_server = server_fixture(
+    "dev-signed-card",
+    env={"CARD_SIGNING_KEY": "local"},
+    args=tuple(
+        arg for name, value in CARD_PARAMETERS.items() for arg in ("--param", f"{name}={value}")
+    ),
+)
 CARD_PATH = "/.well-known/agent-card.json"
 
 
@@ -104,3 +117,13 @@ def test_the_served_card_carries_one_es256_signature(signed_server: DevServer) -
     header = json.loads(base64.urlsafe_b64decode(signature["protected"] + "=="))
     assert header["alg"] == "ES256" and header["typ"] == "JOSE"
     assert header["jku"] == f"{signed_server.base_url}/.well-known/jwks.json"
+
+
+def test_provider_documentation_and_icon_come_from_the_template_parameters(
+    signed_server: DevServer,
+) -> None:
+    with checked_client(signed_server.base_url, principal=None, version=None) as http:
+        card = http.get(CARD_PATH).json()
+    assert card["provider"] == {"organization": "Example Org", "url": "https://example.org"}
+    assert card["documentationUrl"] == "https://example.org/docs"
+    assert card["iconUrl"] == "https://example.org/icon.png"
