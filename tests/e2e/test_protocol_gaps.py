@@ -6,6 +6,7 @@ JSON-RPC corrections. Every response body is strictly checked by the fixtures' c
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -176,6 +177,12 @@ def test_streaming_off_is_declared_and_refused_on_every_binding(strict_server: D
         v03 = rpc.request_body("message/stream", {"message": rpc.msg03("s")})
         answer = client.post("/", json=v03, headers={"A2A-Version": "0.3"}).json()
         assert answer["error"]["code"] == -32004
+        # In 0.3 spellings: the method the 0.3 caller called.
+        assert answer["error"]["message"].startswith("message/stream is not supported")
+        v03 = rpc.request_body("tasks/resubscribe", {"id": task["id"]})
+        answer = client.post("/", json=v03, headers={"A2A-Version": "0.3"}).json()
+        assert answer["error"]["code"] == -32004
+        assert answer["error"]["message"].startswith("tasks/resubscribe is not supported")
         assert client.get("/tasks").json()["totalSize"] == 1  # only the unary send's task
 
 
@@ -215,6 +222,43 @@ def test_every_field_violation_is_reported(http: httpx.Client) -> None:
         for v in d["fieldViolations"]
     ]
     assert fields == ["message.role", "message.contextId"]
+
+
+def test_schema_and_semantic_violations_are_reported_together(
+    raw: Callable[..., httpx.Client],
+) -> None:
+    """One refusal names every field, whether the schema (parts) or the send's own checks
+    (role, id size) find it, on every binding; 0.3 in 0.3 spellings."""
+    principal = new_principal()
+    message = {"messageId": "v3", "role": "ROLE_AGENT", "contextId": "c" * 300, "parts": []}
+    expected = ["message.parts", "message.role", "message.contextId"]
+    http = raw(principal=principal, version="1.0")
+    rest = http.post("/message:send", json={"message": message})
+    assert rest.status_code == 400
+    error = rest.json()["error"]
+    assert error["status"] == "INVALID_ARGUMENT"
+    assert rpc.violated_fields({"data": error["details"]}) == expected
+    v10 = rpc.error(http, "SendMessage", {"message": message}, code=-32602)
+    assert rpc.violated_fields(v10) == expected
+    legacy = raw(principal=principal, version=None)
+    for method in ("message/send", "message/stream"):
+        message03 = {**message, "kind": "message", "role": "agent"}
+        v03 = rpc.error(legacy, method, {"message": message03}, code=-32602)
+        assert rpc.violated_fields(v03) == expected
+        assert "ROLE_" not in json.dumps(v03) and "must be 'user'" in v03["message"]
+    assert http.get("/tasks").json()["totalSize"] == 0
+
+
+def test_0_3_errors_are_spelled_as_0_3(raw: Callable[..., httpx.Client]) -> None:
+    legacy = raw(principal=new_principal(), version=None)
+    agent = {**rpc.msg03("from an agent"), "role": "agent"}
+    refused = rpc.error(legacy, "message/send", {"message": agent}, code=-32602)
+    assert refused["message"] == "message.role: must be 'user' for messages sent to an agent"
+    assert rpc.violated_fields(refused) == ["message.role"]
+    task = rpc.result(legacy, "message/send", {"message": rpc.msg03("done")})
+    error = rpc.error(legacy, "tasks/cancel", {"id": task["id"]}, code=-32002)
+    assert rpc.error_info(error)["metadata"]["state"] == "completed"
+    assert "TASK_STATE_" not in json.dumps(error)
 
 
 def test_jsonrpc_corrections(raw: Callable[..., httpx.Client]) -> None:

@@ -152,3 +152,39 @@ def test_a_handler_parameter_missing_from_the_path_is_refused_at_registration() 
 
     with pytest.raises(TypeError, match="task_id"):
         router.add_api_route("/tasks", get_task, methods=["GET"])
+
+
+def test_a_field_is_named_once_by_the_first_check_that_found_it() -> None:
+    from a2a_serverless.bindings.errors import merged
+
+    translation = [("message", "is required and must be an object")]
+    schema = [("message.messageId", "is required"), ("messageX", "other field")]
+    semantic = [("message", "again"), ("metadata", "too big")]
+    assert merged(translation, schema, semantic) == [
+        ("message", "is required and must be an object"),
+        ("messageX", "other field"),
+        ("metadata", "too big"),
+    ]
+    parts = [("message.parts", "must be an array")]
+    assert merged(parts, [("message.parts[0]", "x"), ("message.role", "y")]) == [
+        ("message.parts", "must be an array"),
+        ("message.role", "y"),
+    ]
+
+
+def test_validated_merges_the_send_checks_into_the_schemas_refusal() -> None:
+    from a2a_serverless.bindings.errors import validated
+    from a2a_serverless.models import Message, SendMessageRequest
+
+    body = {"message": {"messageId": "v3", "role": "ROLE_AGENT", "contextId": "c" * 300}}
+    with pytest.raises(errors.InvalidParamsError) as refused:
+        validated(SendMessageRequest, body)
+    assert [f for f, _ in refused.value.violations] == [
+        "message.parts",
+        "message.role",
+        "message.contextId",
+    ]
+    # Other models have no such checks: the schema's violations alone.
+    with pytest.raises(errors.InvalidParamsError) as refused:
+        validated(Message, {"role": "ROLE_AGENT", "contextId": "c" * 300})
+    assert [f for f, _ in refused.value.violations] == ["messageId", "parts"]

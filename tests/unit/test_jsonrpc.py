@@ -271,6 +271,64 @@ def test_error_texts_spell_states_as_the_callers_version(
     assert v03["message"] == "Task t1 is already input-required"
 
 
+def violated_fields(error: dict[str, Any]) -> list[str]:
+    return [
+        v["field"]
+        for d in error["data"]
+        if d["@type"].endswith("BadRequest")
+        for v in d["fieldViolations"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("method", "version", "role", "parts"),
+    [
+        ("SendMessage", "1.0", "ROLE_AGENT", []),
+        ("message/send", "0.3", "agent", []),
+        ("message/stream", "0.3", "agent", []),
+        # A part the 0.3 translation refuses instead of the 1.0 schema.
+        ("message/send", "0.3", "agent", [{"kind": "text"}]),
+    ],
+)
+def test_one_refusal_names_the_schemas_and_the_semantic_violations(
+    post: Any, service: StubService, method: str, version: str, role: str, parts: list[Any]
+) -> None:
+    message = {"messageId": "v3", "role": role, "contextId": "c" * 300, "parts": parts}
+    error = error_of(post(rpc(method, {"message": message}), version=version), -32602)
+    part_field = "message.parts" if not parts else "message.parts[0].text"
+    assert violated_fields(error) == [part_field, "message.role", "message.contextId"]
+    roles = [v for v in error["data"][-1]["fieldViolations"] if v["field"] == "message.role"]
+    expected = "'user'" if version == "0.3" else "ROLE_USER"
+    assert roles[0]["description"] == f"must be {expected} for messages sent to an agent"
+    assert expected in error["message"] and ("ROLE_" in error["message"]) == (version == "1.0")
+    assert not [c for c in service.calls if c[0] == "accept_message"]
+
+
+def test_0_3_refusals_spell_methods_and_states_as_0_3(
+    post: Any, service: StubService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from a2a_serverless.core.errors import TaskNotCancelableError, UnsupportedOperationError
+
+    def settled(owner: str, task_id: str) -> Task:
+        raise TaskNotCancelableError(
+            f"Task {task_id} is already completed", taskId=task_id, state="TASK_STATE_COMPLETED"
+        )
+
+    def no_streams(owner: str, task_id: str) -> Any:
+        raise UnsupportedOperationError("SubscribeToTask is not supported: streaming is off")
+
+    monkeypatch.setattr(service, "cancel_task", settled)
+    monkeypatch.setattr(service, "subscribe", no_streams, raising=False)
+    v03 = error_of(post(rpc("tasks/cancel", {"id": "t1"}), version="0.3"), -32002)
+    assert v03["data"][0]["metadata"] == {"taskId": "t1", "state": "completed"}
+    v10 = error_of(post(rpc("CancelTask", {"id": "t1"})), -32002)
+    assert v10["data"][0]["metadata"]["state"] == "TASK_STATE_COMPLETED"
+    v03 = error_of(post(rpc("tasks/resubscribe", {"id": "t1"}), version="0.3"), -32004)
+    assert v03["message"] == "tasks/resubscribe is not supported: streaming is off"
+    v10 = error_of(post(rpc("SubscribeToTask", {"id": "t1"})), -32004)
+    assert v10["message"].startswith("SubscribeToTask is not supported")
+
+
 def test_requested_extensions_reach_the_send_and_the_activated_are_echoed(
     post: Any, service: StubService
 ) -> None:

@@ -199,14 +199,36 @@ def test_every_field_violation_is_reported_at_once(store: InMemoryTaskStore) -> 
 
     long_id = "x" * 300
     bad = request(role="ROLE_AGENT", contextId=long_id, taskId=long_id)
+    bad.metadata = {"big": "y" * 70_000}  # over MAX_METADATA_BYTES as JSON
     with pytest.raises(InvalidParamsError) as refused:
         make_sender(store, RecordingExecutor()).admit("alice", bad)
     assert [field for field, _ in refused.value.violations] == [
         "message.role",
         "message.contextId",
         "message.taskId",
+        "metadata",
     ]
     assert store.tasks == {}
+
+
+def test_the_same_checks_run_on_a_request_its_schema_refused() -> None:
+    """What a binding merges into the schema's violations (bindings/errors.py `validated`)."""
+    from a2a_serverless.core.send import request_violations
+
+    long_id = "x" * 300
+    payload = {
+        "message": {"role": "agent", "contextId": long_id, "messageId": 7, "parts": []},
+        "metadata": {"big": "y" * 70_000},
+    }
+    assert [field for field, _ in request_violations(payload)] == [
+        "message.role",
+        "message.contextId",
+        "metadata",
+    ]
+    # Values of the wrong type are the schema's to name; a user's message has nothing to add.
+    assert request_violations({"message": {"role": ["x"], "taskId": 5}}) == []
+    assert request_violations({"message": {"role": "ROLE_USER", "messageId": "m"}}) == []
+    assert request_violations([]) == []
 
 
 def test_extensions_activate_as_the_flow_declares_them(store: InMemoryTaskStore) -> None:

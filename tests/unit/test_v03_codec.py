@@ -100,6 +100,105 @@ def test_untranslatable_params_name_the_field(message: Any, field: str) -> None:
     assert isinstance(info.value, ValueError)  # the codec knows nothing of A2A errors
 
 
+def test_every_untranslatable_field_is_named_with_the_rest_translated() -> None:
+    message = {
+        "messageId": "m",
+        "role": ["agent"],
+        "parts": [{"kind": "video"}, {"kind": "text", "text": "ok"}, {"kind": "text"}],
+    }
+    config = {"pushNotificationConfig": "https://x.test/"}
+    with pytest.raises(v03.InvalidParamsError) as info:
+        v03.send_params_from_v03({"message": message, "configuration": config})
+    assert [f for f, _ in info.value.violations] == [
+        "message.role",
+        "message.parts[0].kind",
+        "message.parts[2].text",
+        "configuration.pushNotificationConfig",
+    ]
+    # The rest, for the 1.0 checks: bad parts held by valid placeholders, bad values left out.
+    partial = info.value.partial
+    assert partial is not None
+    assert partial["message"] == {
+        "messageId": "m",
+        "parts": [{"text": ""}, {"text": "ok"}, {"text": ""}],
+    }
+    assert "taskPushNotificationConfig" not in partial["configuration"]
+
+
+@pytest.mark.parametrize(
+    ("text", "spelled"),
+    [
+        ("Task t is already TASK_STATE_COMPLETED", "Task t is already completed"),
+        (
+            "message.role: must be ROLE_USER for messages sent to an agent",
+            "message.role: must be 'user' for messages sent to an agent",
+        ),
+        ("Input should be 'ROLE_USER' or 'ROLE_AGENT'", "Input should be 'user' or 'agent'"),
+        (
+            "SendStreamingMessage is not supported: this agent does not stream",
+            "message/stream is not supported: this agent does not stream",
+        ),
+        ("SubscribeToTask is not supported", "tasks/resubscribe is not supported"),
+        (
+            "nothing to subscribe to. Use GetTask to read it.",
+            "nothing to subscribe to. Use tasks/get to read it.",
+        ),
+        ("GetTaskPushNotificationConfig, GetTask", "tasks/pushNotificationConfig/get, tasks/get"),
+        ("GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"),
+        (
+            "message.parts[2].mediaType 'x/y' is not accepted",
+            "message.parts[2].file.mimeType 'x/y' is not accepted",
+        ),
+        ("message.parts[0].raw", "message.parts[0].file.bytes"),
+        (
+            "configuration.taskPushNotificationConfig.url",
+            "configuration.pushNotificationConfig.url",
+        ),
+        # Not 1.0 names: left alone.
+        (
+            "SendMessageFunction timed out; ListTasks; mediaType",
+            "SendMessageFunction timed out; ListTasks; mediaType",
+        ),
+    ],
+)
+def test_texts_are_spelled_as_0_3(text: str, spelled: str) -> None:
+    assert v03.text_to_v03(text) == spelled
+
+
+def test_an_error_object_is_spelled_as_0_3_in_its_message_metadata_and_violations() -> None:
+    error = {
+        "code": -32602,
+        "message": "message.role: must be ROLE_USER for messages sent to an agent",
+        "data": [
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "TASK_NOT_CANCELABLE",
+                "domain": "a2a-protocol.org",
+                "metadata": {"taskId": "t1", "state": "TASK_STATE_COMPLETED"},
+            },
+            {
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [
+                    {"field": "message.role", "description": "must be ROLE_USER for …"},
+                    {"field": "message.parts[1].mediaType", "description": "is not accepted"},
+                ],
+            },
+        ],
+    }
+    spelled = v03.error_to_v03(error)
+    assert spelled["code"] == -32602
+    assert spelled["message"] == "message.role: must be 'user' for messages sent to an agent"
+    info, bad = spelled["data"]
+    # The reason is a code, not a text: never respelled.
+    assert info["reason"] == "TASK_NOT_CANCELABLE"
+    assert info["metadata"] == {"taskId": "t1", "state": "completed"}
+    assert bad["fieldViolations"] == [
+        {"field": "message.role", "description": "must be 'user' for …"},
+        {"field": "message.parts[1].file.mimeType", "description": "is not accepted"},
+    ]
+    assert error["data"][0]["metadata"]["state"] == "TASK_STATE_COMPLETED"  # not changed in place
+
+
 def test_task_encodes_as_a_0_3_task() -> None:
     encoded = v03.task_to_v03(_task())
     wire.check_v03(encoded, "Task")

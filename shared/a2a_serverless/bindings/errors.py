@@ -3,11 +3,13 @@ as InvalidParamsError. Which code/status an A2A error gets is core/errors.py's t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from a2a_serverless.core import errors
+from a2a_serverless.core import errors, send
+from a2a_serverless.models import SendMessageRequest
 
 ERROR_DOMAIN = "a2a-protocol.org"
 M = TypeVar("M", bound=BaseModel)
@@ -65,9 +67,38 @@ def invalid_params_from(exc: ValidationError, prefix: str = "") -> errors.Invali
     return errors.InvalidParamsError(violations=violations)
 
 
-def validated(model: type[M], payload: Any) -> M:
-    """`payload` as `model`, or InvalidParamsError naming the offending fields."""
+# The field checks core makes once a request parses, by request model: run on the raw payload
+# when the schema refuses it, so one refusal names every violated field (the spec's example
+# lists several), not only the schema's until those are fixed.
+SEMANTIC_CHECKS: dict[type[BaseModel], Callable[[Any], list[tuple[str, str]]]] = {
+    SendMessageRequest: send.request_violations,
+}
+
+
+def merged(*groups: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Field violations of several checks, in order; a field already named (or one inside
+    it: `message` covers `message.role`) is named once, by the first check that found it."""
+    out: list[tuple[str, str]] = []
+    for group in groups:
+        for field, why in group:
+            if not any(
+                field == seen or field.startswith((f"{seen}.", f"{seen}[")) for seen, _ in out
+            ):
+                out.append((field, why))
+    return out
+
+
+def validated(model: type[M], payload: Any, known: Sequence[tuple[str, str]] = ()) -> M:
+    """`payload` as `model`, or InvalidParamsError naming every offending field: the
+    violations a translation already found in it (`known`: a 0.3 request's), the schema's,
+    and the model's SEMANTIC_CHECKS when the schema refuses it."""
+    schema: list[tuple[str, str]] = []
     try:
-        return model.model_validate(payload)
+        parsed = model.model_validate(payload)
+        if not known:
+            return parsed  # core makes its own checks on what parses
     except ValidationError as exc:
-        raise invalid_params_from(exc) from None
+        schema = invalid_params_from(exc).violations
+    check = SEMANTIC_CHECKS.get(model)
+    semantic = check(payload) if check is not None else []
+    raise errors.InvalidParamsError(violations=merged(known, schema, semantic))

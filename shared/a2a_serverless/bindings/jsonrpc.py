@@ -113,7 +113,12 @@ def _v03_params(params: dict[str, Any], decode: Callable[[dict[str, Any]], Any])
 
 
 def _v03_send_request(params: dict[str, Any]) -> SendMessageRequest:
-    request = validated(SendMessageRequest, _v03_params(params, v03.send_params_from_v03))
+    try:
+        body, known = v03.send_params_from_v03(params), []
+    except v03.InvalidParamsError as exc:
+        # Validated all the same: one answer names the 1.0 checks' violations too.
+        body, known = exc.partial or {}, exc.violations
+    request = validated(SendMessageRequest, body, known)
     inline = request.configuration.task_push_notification_config if request.configuration else None
     if request.configuration is not None and inline is not None:  # a 0.3 receiver's webhook
         request.configuration.task_push_notification_config = inline.for_payload_version("0.3")
@@ -136,7 +141,8 @@ class Codec:
     task: Callable[[Task], Any]
     event: Callable[[StreamResponse], Any]
     card: Callable[[AgentCard], Any]
-    text: Callable[[str], str] = str  # an error message as the version spells states
+    # A JSON-RPC error object as the version spells it (states, roles, methods, fields).
+    error: Callable[[dict[str, Any]], dict[str, Any]] = lambda error: error
 
 
 V10 = Codec(
@@ -152,7 +158,7 @@ V03 = Codec(
     task=v03.task_to_v03,
     event=v03.event_to_v03,
     card=v03.card_to_v03,
-    text=v03.text_to_v03,
+    error=v03.error_to_v03,
 )
 CODECS = {"1.0": V10, "0.3": V03}
 
@@ -354,19 +360,7 @@ V03_METHODS: dict[str, Handler] = {
 
 METHODS = {"1.0": V10_METHODS, "0.3": V03_METHODS}
 # Where a method of one version lives in the other, to tell the client what to send.
-_COUNTERPART = {
-    "message/send": "SendMessage",
-    "message/stream": "SendStreamingMessage",
-    "tasks/get": "GetTask",
-    "tasks/cancel": "CancelTask",
-    "tasks/resubscribe": "SubscribeToTask",
-    "tasks/pushNotificationConfig/set": "CreateTaskPushNotificationConfig",
-    "tasks/pushNotificationConfig/get": "GetTaskPushNotificationConfig",
-    "tasks/pushNotificationConfig/list": "ListTaskPushNotificationConfigs",
-    "tasks/pushNotificationConfig/delete": "DeleteTaskPushNotificationConfig",
-    "agent/getAuthenticatedExtendedCard": "GetExtendedAgentCard",
-}
-_COUNTERPART.update({v: k for k, v in list(_COUNTERPART.items())})
+_COUNTERPART = {**v03.METHODS_V03, **{v: k for k, v in v03.METHODS_V03.items()}}
 
 
 def _method_not_found(method: str, version: str) -> RpcError:
@@ -399,8 +393,7 @@ def _reply(
 ) -> SafeJSONResponse:
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": id_}
     if error is not None:
-        body["error"] = error_object(error)
-        body["error"]["message"] = codec.text(body["error"]["message"])
+        body["error"] = codec.error(error_object(error))
         if isinstance(error, errors.AuthenticationRequiredError):
             # Refused before any method ran: the transport says so too, as the gateway's
             # authorizer does (HTTP 401 naming the scheme).

@@ -8,6 +8,7 @@ snapshot a stream starts from.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import time
@@ -15,6 +16,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from pydantic import TypeAdapter, ValidationError
 
 from a2a_serverless.core.errors import (
     ContentTypeNotSupportedError,
@@ -53,6 +56,7 @@ from a2a_serverless.models import (
     agent_message,
     utcnow,
 )
+from a2a_serverless.models.a2a import RoleField
 from a2a_serverless.observability import annotate, task_ended
 from a2a_serverless.store import ConflictError, Dedupe, TaskRecord, TaskStore, utf8_size
 
@@ -290,7 +294,7 @@ class MessageSender:
     def _check(self, owner: str, request: SendMessageRequest) -> None:
         """The refusals every send gets first, direct replies included."""
         check_owner_size(owner)
-        self._validate(request.message, request.configuration or SendMessageConfiguration())
+        self._validate(request, request.configuration or SendMessageConfiguration())
 
     def _admit(
         self,
@@ -302,9 +306,6 @@ class MessageSender:
         turn = TurnContext(caller, tuple(extensions), request.metadata or None)
         message = request.message
         config = request.configuration or SendMessageConfiguration()
-        if request.metadata and utf8_size(json.dumps(request.metadata)) > MAX_METADATA_BYTES:
-            # It travels in the turn's execution input (Step Functions: 256 KB at most).
-            raise invalid_field("metadata", f"must be at most {MAX_METADATA_BYTES} bytes as JSON")
         dedupe = (
             Dedupe(
                 owner,
@@ -319,20 +320,16 @@ class MessageSender:
             return self._continue_task(owner, message, dedupe, config, turn)
         return self._create_task(owner, message, dedupe, request, config, turn)
 
-    def _validate(self, message: Message, config: SendMessageConfiguration) -> None:
+    def _validate(self, request: SendMessageRequest, config: SendMessageConfiguration) -> None:
         # Every field violation at once (the spec's example lists several), then the rest.
-        violations: list[tuple[str, str]] = []
-        if message.role is not Role.USER:
-            violations.append(("message.role", "must be ROLE_USER for messages sent to an agent"))
-        for name, value in (
-            ("message.messageId", message.message_id),
-            ("message.contextId", message.context_id),
-            ("message.taskId", message.task_id),
-        ):
-            try:
-                check_id_size(name, value)
-            except InvalidParamsError as refused:
-                violations.extend(refused.violations)
+        message = request.message
+        violations = _field_violations(
+            message.role,
+            message.message_id,
+            message.context_id,
+            message.task_id,
+            request.metadata,
+        )
         if violations:
             raise InvalidParamsError(violations=violations)
         if config.task_push_notification_config is not None:  # refused before any write
@@ -508,6 +505,62 @@ class MessageSender:
                     )
                     task_ended(TaskState.FAILED.value)
             raise
+
+
+def _field_violations(
+    role: Any, message_id: Any, context_id: Any, task_id: Any, metadata: Any
+) -> list[tuple[str, str]]:
+    """The field checks every send gets beyond its schema: the sender's role, the sizes of the
+    ids that become storage keys, the size of the request's metadata. A value of the wrong
+    type is skipped (the schema names it)."""
+    violations: list[tuple[str, str]] = []
+    if isinstance(role, Role) and role is not Role.USER:
+        violations.append(("message.role", "must be ROLE_USER for messages sent to an agent"))
+    for name, value in (
+        ("message.messageId", message_id),
+        ("message.contextId", context_id),
+        ("message.taskId", task_id),
+    ):
+        if isinstance(value, str):
+            try:
+                check_id_size(name, value)
+            except InvalidParamsError as refused:
+                violations.extend(refused.violations)
+    # It travels in the turn's execution input (Step Functions: 256 KB at most).
+    if (
+        isinstance(metadata, dict)
+        and metadata
+        and utf8_size(json.dumps(metadata)) > MAX_METADATA_BYTES
+    ):
+        violations.append(("metadata", f"must be at most {MAX_METADATA_BYTES} bytes as JSON"))
+    return violations
+
+
+@functools.cache
+def _role_adapter() -> TypeAdapter[Role]:
+    return TypeAdapter(RoleField)
+
+
+def request_violations(payload: Any) -> list[tuple[str, str]]:
+    """`_validate`'s field checks on a raw (proto-JSON) SendMessageRequest that its schema
+    refused: a binding merges them into the schema's violations, so one refusal names every
+    field, whichever check finds it."""
+    if not isinstance(payload, dict):
+        return []
+    message = payload.get("message")
+    if not isinstance(message, dict):
+        message = {}
+    try:
+        role: Role | None = _role_adapter().validate_python(message.get("role"))
+    except ValidationError:
+        role = None  # missing or not a role: the schema says so
+    return _field_violations(
+        role,
+        message.get("messageId"),
+        message.get("contextId"),
+        message.get("taskId"),
+        payload.get("metadata"),
+    )
 
 
 def _caller_for(owner: str, caller: Caller | None) -> Caller:

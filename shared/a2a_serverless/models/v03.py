@@ -34,71 +34,106 @@ _FINAL_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 
 class InvalidParamsError(ValueError):
     """0.3 params that cannot be translated; `violations` lists (field, description) pairs
-    (the JSON-RPC binding answers them as an A2A InvalidParamsError)."""
+    (the JSON-RPC binding answers them as an A2A InvalidParamsError). `partial` is the rest of
+    the request, translated (the untranslatable values left out), so that the 1.0 checks can
+    name their violations in the same answer."""
 
-    def __init__(self, violations: list[tuple[str, str]]) -> None:
+    def __init__(
+        self, violations: list[tuple[str, str]], partial: dict[str, Any] | None = None
+    ) -> None:
         self.violations = violations
+        self.partial = partial
         super().__init__("; ".join(f"{field}: {why}" for field, why in violations))
 
 
+Violations = list[tuple[str, str]]
+
 # -- 0.3 -> 1.0 (requests) --------------------------------------------------------------------
+# The translators collect every violation (into `found`) and go on with the rest, so one
+# answer names every untranslatable field.
+
+# Stands in for a part that cannot be translated: valid, so it adds no violation of its own.
+_PLACEHOLDER_PART: dict[str, Any] = {"text": ""}
 
 
-def _part_from_v03(part: Any, path: str) -> dict[str, Any]:
+def _part_from_v03(part: Any, path: str, found: Violations) -> dict[str, Any]:
     if not isinstance(part, dict):
-        raise InvalidParamsError(violations=[(path, "must be an object")])
+        found.append((path, "must be an object"))
+        return dict(_PLACEHOLDER_PART)
     kind = part.get("kind") or next((k for k in ("text", "file", "data") if k in part), None)
     converted: dict[str, Any] = {}
     if part.get("metadata") is not None:
         converted["metadata"] = part["metadata"]
     if kind == "text":
-        converted["text"] = part.get("text")
+        if not isinstance(part.get("text"), str):
+            found.append((f"{path}.text", "is required and must be a string"))
+            return dict(_PLACEHOLDER_PART)
+        converted["text"] = part["text"]
     elif kind == "data":
-        converted["data"] = part.get("data")
+        if "data" not in part:
+            found.append((f"{path}.data", "is required"))
+            return dict(_PLACEHOLDER_PART)
+        converted["data"] = part["data"]
     elif kind == "file":
         file = part.get("file")
         if not isinstance(file, dict):
-            raise InvalidParamsError(violations=[(f"{path}.file", "must be an object")])
+            found.append((f"{path}.file", "must be an object"))
+            return dict(_PLACEHOLDER_PART)
         if "bytes" in file:
             converted["raw"] = file["bytes"]
         elif "uri" in file:
             converted["url"] = file["uri"]
         else:
-            raise InvalidParamsError(violations=[(f"{path}.file", "must carry bytes or uri")])
+            found.append((f"{path}.file", "must carry bytes or uri"))
+            return dict(_PLACEHOLDER_PART)
         if file.get("mimeType"):
             converted["mediaType"] = file["mimeType"]
         if file.get("name"):
             converted["filename"] = file["name"]
     else:
-        raise InvalidParamsError(violations=[(f"{path}.kind", "must be one of text, file, data")])
+        found.append((f"{path}.kind", "must be one of text, file, data"))
+        return dict(_PLACEHOLDER_PART)
+    return converted
+
+
+def _message_from_v03(message: Any, path: str, found: Violations) -> dict[str, Any]:
+    if not isinstance(message, dict):
+        found.append((path, "is required and must be an object"))
+        return {}
+    keys = ("messageId", "contextId", "taskId", "metadata", "extensions", "referenceTaskIds")
+    converted = {key: message[key] for key in keys if message.get(key) is not None}
+    role = message.get("role")
+    if role is not None:
+        if isinstance(role, str):
+            converted["role"] = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}.get(role, role)
+        else:
+            # A list or object would not even be a dict key (issue 11: TypeError, then 500).
+            found.append((f"{path}.role", "must be 'user' or 'agent'"))
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        converted["parts"] = [
+            _part_from_v03(part, f"{path}.parts[{i}]", found) for i, part in enumerate(parts)
+        ]
+    elif parts is not None:
+        found.append((f"{path}.parts", "must be an array"))
     return converted
 
 
 def message_from_v03(message: Any, path: str = "message") -> dict[str, Any]:
     """A 0.3 Message as 1.0 proto-JSON (still to be validated by the 1.0 model)."""
-    if not isinstance(message, dict):
-        raise InvalidParamsError(violations=[(path, "is required and must be an object")])
-    keys = ("messageId", "contextId", "taskId", "metadata", "extensions", "referenceTaskIds")
-    converted = {key: message[key] for key in keys if message.get(key) is not None}
-    role = message.get("role")
-    if role is not None:
-        if not isinstance(role, str):
-            # A list or object would not even be a dict key (issue 11: TypeError, then 500).
-            raise InvalidParamsError(violations=[(f"{path}.role", "must be 'user' or 'agent'")])
-        converted["role"] = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}.get(role, role)
-    parts = message.get("parts")
-    if isinstance(parts, list):
-        converted["parts"] = [
-            _part_from_v03(part, f"{path}.parts[{i}]") for i, part in enumerate(parts)
-        ]
-    elif parts is not None:
-        raise InvalidParamsError(violations=[(f"{path}.parts", "must be an array")])
+    found: Violations = []
+    converted = _message_from_v03(message, path, found)
+    if found:
+        raise InvalidParamsError(found, partial=converted)
     return converted
 
 
 def send_params_from_v03(params: dict[str, Any]) -> dict[str, Any]:
     """0.3 MessageSendParams as a 1.0 SendMessageRequest body."""
-    request: dict[str, Any] = {"message": message_from_v03(params.get("message"))}
+    found: Violations = []
+    request: dict[str, Any] = {
+        "message": _message_from_v03(params.get("message"), "message", found)
+    }
     config = params.get("configuration")
     if isinstance(config, dict):
         converted: dict[str, Any] = {}
@@ -107,30 +142,32 @@ def send_params_from_v03(params: dict[str, Any]) -> dict[str, Any]:
         if config.get("historyLength") is not None:
             converted["historyLength"] = config["historyLength"]
         if config.get("pushNotificationConfig") is not None:
-            converted["taskPushNotificationConfig"] = _push_body_from_v03(
-                config["pushNotificationConfig"], "configuration.pushNotificationConfig"
+            push = _push_body_from_v03(
+                config["pushNotificationConfig"], "configuration.pushNotificationConfig", found
             )
+            if push is not None:
+                converted["taskPushNotificationConfig"] = push
         # 0.3 servers blocked unless told `blocking: false`.
         converted["returnImmediately"] = config.get("blocking") is False
         request["configuration"] = converted
     if params.get("metadata") is not None:
         request["metadata"] = params["metadata"]
+    if found:
+        raise InvalidParamsError(found, partial=request)
     return request
 
 
-def _push_body_from_v03(config: Any, path: str) -> dict[str, Any]:
+def _push_body_from_v03(config: Any, path: str, found: Violations) -> dict[str, Any] | None:
     if not isinstance(config, dict):
-        raise InvalidParamsError(violations=[(path, "is required and must be an object")])
+        found.append((path, "is required and must be an object"))
+        return None
     converted = {k: config[k] for k in ("id", "url", "token") if config.get(k) is not None}
     auth = config.get("authentication")
     if isinstance(auth, dict):
         schemes = auth.get("schemes") or []
         if not isinstance(schemes, list) or not schemes:
-            raise InvalidParamsError(
-                violations=[
-                    (f"{path}.authentication.schemes", "must be a non-empty array of strings")
-                ]
-            )
+            found.append((f"{path}.authentication.schemes", "must be a non-empty array of strings"))
+            return None
         converted["authentication"] = {"scheme": schemes[0]}
         if auth.get("credentials") is not None:
             converted["authentication"]["credentials"] = auth["credentials"]
@@ -139,7 +176,12 @@ def _push_body_from_v03(config: Any, path: str) -> dict[str, Any]:
 
 def push_config_from_v03(params: dict[str, Any]) -> dict[str, Any]:
     """0.3 TaskPushNotificationConfig params as a 1.0 TaskPushNotificationConfig body."""
-    converted = _push_body_from_v03(params.get("pushNotificationConfig"), "pushNotificationConfig")
+    found: Violations = []
+    converted = _push_body_from_v03(
+        params.get("pushNotificationConfig"), "pushNotificationConfig", found
+    )
+    if converted is None:
+        raise InvalidParamsError(found)
     converted["taskId"] = params.get("taskId")
     return converted
 
@@ -221,17 +263,78 @@ def status_to_v03(status: TaskStatus) -> dict[str, Any]:
     return converted
 
 
+# 1.0 method -> its 0.3 JSON-RPC method (0.3 spec §7; ListTasks has none over JSON-RPC).
+METHODS_V03 = {
+    "SendMessage": "message/send",
+    "SendStreamingMessage": "message/stream",
+    "GetTask": "tasks/get",
+    "CancelTask": "tasks/cancel",
+    "SubscribeToTask": "tasks/resubscribe",
+    "CreateTaskPushNotificationConfig": "tasks/pushNotificationConfig/set",
+    "GetTaskPushNotificationConfig": "tasks/pushNotificationConfig/get",
+    "ListTaskPushNotificationConfigs": "tasks/pushNotificationConfig/list",
+    "DeleteTaskPushNotificationConfig": "tasks/pushNotificationConfig/delete",
+    "GetExtendedAgentCard": "agent/getAuthenticatedExtendedCard",
+}
+# 1.0 part fields that live under `file` in 0.3, as they appear in a field path.
+_FILE_FIELDS = {"raw": "bytes", "url": "uri", "mediaType": "mimeType", "filename": "name"}
+
 _STATE_NAME = re.compile(r"\bTASK_STATE_([A-Z_]+)\b")
+_ROLE_NAME = re.compile(r"(['\"]?)\bROLE_(USER|AGENT)\b(['\"]?)")
+_METHOD_NAME = re.compile(rf"\b({'|'.join(METHODS_V03)})\b")
+_FILE_FIELD = re.compile(rf"(\bparts\[\d+\])\.({'|'.join(_FILE_FIELDS)})\b")
+_PUSH_FIELD = re.compile(r"\.taskPushNotificationConfig\b")
 
 
 def text_to_v03(text: str) -> str:
-    """A human-readable text (an error message) with 1.0 state names spelled as 0.3 does."""
+    """A human-readable text (an error message, a field path or description, an error's
+    metadata value) as 0.3 spells it: states, roles, method names, and the field paths whose
+    names differ (`parts[0].mediaType` is `parts[0].file.mimeType`)."""
 
-    def spell(match: re.Match[str]) -> str:
+    def state(match: re.Match[str]) -> str:
         name = match.group(1)
         return "unknown" if name == "UNSPECIFIED" else name.lower().replace("_", "-")
 
-    return _STATE_NAME.sub(spell, text)
+    def role(match: re.Match[str]) -> str:
+        # Quoted as the 0.3 enum value it is, unless the text quotes it already.
+        opened, name, closed = match.groups()
+        quote = opened or closed or "'"
+        return f"{opened or quote}{name.lower()}{closed or quote}"
+
+    text = _STATE_NAME.sub(state, text)
+    text = _ROLE_NAME.sub(role, text)
+    text = _METHOD_NAME.sub(lambda m: METHODS_V03[m.group(1)], text)
+    text = _FILE_FIELD.sub(lambda m: f"{m.group(1)}.file.{_FILE_FIELDS[m.group(2)]}", text)
+    return _PUSH_FIELD.sub(".pushNotificationConfig", text)
+
+
+def error_to_v03(error: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-RPC error object (code, message, google.rpc details in `data`) as 0.3 spells
+    it: `text_to_v03` on the message, ErrorInfo metadata values and every field violation."""
+    out = dict(error)
+    out["message"] = text_to_v03(str(error.get("message", "")))
+    details = error.get("data")
+    if isinstance(details, list):
+        out["data"] = [_detail_to_v03(d) if isinstance(d, dict) else d for d in details]
+    return out
+
+
+def _detail_to_v03(detail: dict[str, Any]) -> dict[str, Any]:
+    out = dict(detail)
+    metadata = detail.get("metadata")
+    if isinstance(metadata, dict):
+        out["metadata"] = {
+            k: text_to_v03(v) if isinstance(v, str) else v for k, v in metadata.items()
+        }
+    violations = detail.get("fieldViolations")
+    if isinstance(violations, list):
+        out["fieldViolations"] = [
+            {k: text_to_v03(v) if isinstance(v, str) else v for k, v in violation.items()}
+            if isinstance(violation, dict)
+            else violation
+            for violation in violations
+        ]
+    return out
 
 
 def artifact_to_v03(artifact: Artifact) -> dict[str, Any]:
