@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from a2a_serverless.core.egress import EgressPolicy
-from a2a_serverless.core.executor import StepFunctionsExecutor
-from a2a_serverless.flows.base import Flow, load_flow
 from a2a_serverless.settings import Settings, get_settings
 
 # The concrete parts are imported by the getter that builds them: a function imports only
 # what it uses (cold start: the flow worker never loads the card, the push service or the
-# HTTP service; the card function never loads the store).
+# HTTP service; the card function never loads the store; the authorizer never loads the
+# flow API, the executor or the egress policy).
 if TYPE_CHECKING:
     from a2a_serverless.core.auth import Authenticator
     from a2a_serverless.core.card import CardFactory
     from a2a_serverless.core.card_signing import CardSigner
+    from a2a_serverless.core.egress import EgressPolicy
+    from a2a_serverless.core.executor import StepFunctionsExecutor
     from a2a_serverless.core.push import PushService
     from a2a_serverless.core.service import A2AService
+    from a2a_serverless.flows.base import Flow
     from a2a_serverless.push.sender import WebhookSender
     from a2a_serverless.store import ApiKeyStore
     from a2a_serverless.store.dynamodb import DynamoDBTaskStore
@@ -26,15 +28,33 @@ if TYPE_CHECKING:
 
 # Every AWS client made here, so that a SnapStart restore can drop their pooled connections.
 _clients: list[Any] = []
+_botocore_session: Any = None
+
+
+def _aws_session() -> Any:
+    """The botocore session the clients are made from. Plain botocore, not boto3: the clients
+    are the same (boto3 adds customisations for resources and S3 only), and importing boto3
+    costs a function's cold start ~30 ms more (s3transfer, concurrent.futures, resources).
+    One session for every client: its loader caches the files clients share (endpoints,
+    partitions, retry config). Where boto3 is already loaded (the local stack, tests), its
+    default session is used, as `boto3.client` would: hooks registered on it (the local
+    stack's call recorder, moto) see these clients' calls."""
+    global _botocore_session
+    boto3 = sys.modules.get("boto3")
+    if boto3 is not None:
+        return boto3._get_default_session()._session
+    if _botocore_session is None:
+        import botocore.session  # imported here: the card function never needs it
+
+        _botocore_session = botocore.session.get_session()
+    return _botocore_session
 
 
 def aws_client(service: str, settings: Settings) -> Any:
-    import boto3  # imported here: the card function never needs it
-
     kwargs: dict[str, Any] = {}
     if settings.aws_endpoint_url:
         kwargs["endpoint_url"] = settings.aws_endpoint_url
-    client = boto3.client(service, **kwargs)  # type: ignore[call-overload]  # any service
+    client = _aws_session().create_client(service, **kwargs)
     _clients.append(client)
     return client
 
@@ -48,6 +68,8 @@ def close_aws_connections() -> None:
 
 @lru_cache(maxsize=1)
 def get_flow() -> Flow:
+    from a2a_serverless.flows.base import load_flow
+
     return load_flow(get_settings().flow)
 
 
@@ -65,6 +87,8 @@ def get_store() -> DynamoDBTaskStore:
 def get_executor() -> StepFunctionsExecutor:
     """Starts flow steps' executions: the send path (a turn's first step) and the flow worker
     (the step after one that asks for another)."""
+    from a2a_serverless.core.executor import StepFunctionsExecutor
+
     settings = get_settings()
     return StepFunctionsExecutor(aws_client("stepfunctions", settings), settings.state_machine_arn)
 
@@ -83,6 +107,8 @@ def get_push() -> PushService:
 
 
 def egress_policy(settings: Settings) -> EgressPolicy:
+    from a2a_serverless.core.egress import EgressPolicy
+
     hosts = frozenset(h.strip() for h in settings.push_allow_hosts.split(",") if h.strip())
     return EgressPolicy(allow_http=settings.push_allow_http, allow_hosts=hosts)
 
@@ -184,8 +210,10 @@ def get_authenticator() -> Authenticator | None:
 
 def reset() -> None:
     """Forget cached objects (tests and the local stack change settings between runs)."""
+    global _botocore_session
     get_settings.cache_clear()
     _clients.clear()
+    _botocore_session = None  # its credentials and region were the environment's of then
     for cached in (
         get_flow,
         get_store,

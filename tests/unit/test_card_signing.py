@@ -433,11 +433,11 @@ def test_the_configured_key_picks_the_signer(kms: Any) -> None:
         wiring.card_signer(Settings(card_signing_key="local", lambda_task_root="/var/task"))
 
 
-def test_the_card_function_imports_boto3_only_for_a_kms_key() -> None:
+def test_the_card_function_imports_the_aws_sdk_only_for_a_kms_key() -> None:
     code = (
         "import sys, runpy\n"
         "runpy.run_path('functions/agent_card/app.py')\n"
-        "print('boto3' if 'boto3' in sys.modules else 'no boto3')\n"
+        "print('sdk' if 'botocore.session' in sys.modules else 'no sdk')\n"
     )
 
     def run(key: str) -> str:
@@ -448,9 +448,9 @@ def test_the_card_function_imports_boto3_only_for_a_kms_key() -> None:
         assert done.returncode == 0, done.stderr
         return done.stdout.strip().splitlines()[-1]
 
-    assert run("") == "no boto3"
-    assert run("local") == "no boto3"
-    assert run("alias/card") == "boto3"
+    assert run("") == "no sdk"
+    assert run("local") == "no sdk"
+    assert run("alias/card") == "sdk"
 
 
 def test_the_jwks_route_serves_the_signers_key(signer: LocalCardSigner) -> None:

@@ -19,10 +19,11 @@ from a2a_serverless import functions, wiring
 ROOT = Path(__file__).resolve().parents[2]
 
 _PROBE = """
-import json, sys
+import gc, json, sys
 sys.path.insert(0, ".")
 import app
-print(json.dumps(sorted(sys.modules)))
+state = {"gc": gc.isenabled(), "frozen": gc.get_freeze_count()}
+print(json.dumps({"modules": sorted(sys.modules), **state}))
 """
 
 # Never needed by any function's init: test/dev tools, and the X-Ray SDK outside Lambda.
@@ -30,7 +31,19 @@ print(json.dumps(sorted(sys.modules)))
 # layer has neither.)
 # Nor FastAPI, pydantic.v1 and pydantic-settings: bindings/routing.py routes on plain Starlette,
 # settings.py reads the environment itself (they cost an HTTP function's init ~0.2 s of CPU).
-NEVER = {"moto", "pytest", "yaml", "aws_xray_sdk", "fastapi", "pydantic_settings", "pydantic.v1"}
+# Nor boto3 (and s3transfer, which it imports): wiring makes the clients from botocore, which
+# is all they need (boto3 would cost ~30 ms more).
+NEVER = {
+    "moto",
+    "pytest",
+    "yaml",
+    "aws_xray_sdk",
+    "fastapi",
+    "pydantic_settings",
+    "pydantic.v1",
+    "boto3",
+    "s3transfer",
+}
 # Parts a function must not load when it has no use for them.
 NOT_LOADED = {
     # Plain handlers: no web framework, no card, no HTTP service.
@@ -43,6 +56,7 @@ NOT_LOADED = {
         "a2a_serverless.core.push",
         "a2a_serverless.push.sender",
         "a2a_serverless.bindings.rest",
+        "asyncio",  # a sync flow's steps run without an event loop (flows/base.py)
     },
     "webhook_sender": {
         "mangum",
@@ -52,10 +66,15 @@ NOT_LOADED = {
     },
     "authorizer": {
         "mangum",
+        "httpx",  # only a JWT authorizer fetching its JWKS loads it (core/auth.py)
         "a2a_serverless.core.card",
         "a2a_serverless.core.service",
         "a2a_serverless.push.sender",
         "a2a_serverless.bindings.rest",
+        # No flow, no executions, no webhooks: wiring imports these in the getters using them.
+        "a2a_serverless.flows",
+        "a2a_serverless.core.executor",
+        "a2a_serverless.core.egress",
     },
     # The unsigned card makes no AWS call: no boto3 (its client would cost ~0.2 s).
     "agent_card": {"boto3", "s3transfer", "httpx", "a2a_serverless.push.sender"},
@@ -68,7 +87,8 @@ NOT_LOADED = {
 }
 
 
-def _loaded(function: str) -> set[str]:
+def _init(function: str) -> dict[str, Any]:
+    """The modules loaded by the function's init, and the GC's state after it."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(ROOT / "shared"),
@@ -87,7 +107,11 @@ def _loaded(function: str) -> set[str]:
         timeout=120,
         check=True,
     )
-    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _loaded(function: str) -> set[str]:
+    return set(_init(function)["modules"])
 
 
 def _top_level(modules: set[str]) -> set[str]:
@@ -99,6 +123,53 @@ def test_a_function_init_loads_only_what_it_uses(function: str) -> None:
     loaded = _top_level(_loaded(function))
     assert "a2a_serverless.functions" in loaded  # the probe imported the real function
     assert not (NOT_LOADED[function] | NEVER) & loaded
+
+
+# The functions whose create() ends the init pause (GetTask's module does not start one).
+PAUSED = {n for n in NOT_LOADED if n != "get_task"}
+
+
+@pytest.mark.parametrize("function", sorted(NOT_LOADED))
+def test_a_function_init_leaves_the_gc_on_and_freezes_what_it_made(function: str) -> None:
+    after = _init(function)
+    assert after["gc"] is True  # a create() that forgot init_done() would leave it off
+    if function in PAUSED:
+        assert after["frozen"] > 10_000  # the init's objects, out of later collections
+
+
+def test_importing_a_function_outside_its_init_leaves_the_gc_alone() -> None:
+    # A test, a tool or the local stack importing a function module: no `app` being
+    # imported, so no pause (nothing would end it) and nothing frozen.
+    code = (
+        "import gc, json\n"
+        "import a2a_serverless.functions.webhook_sender as m\n"
+        "import a2a_serverless.functions.send_message\n"
+        "m.create()\n"
+        "print(json.dumps([gc.isenabled(), gc.get_freeze_count()]))\n"
+    )
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT / "shared")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [True, 0]
+
+
+def test_prewarm_builds_now_and_leaves_failures_to_the_first_request() -> None:
+    built: list[str] = []
+
+    def broken() -> None:
+        built.append("broken")
+        raise RuntimeError("no region")
+
+    functions.prewarm(broken, lambda: built.append("store"))
+    assert built == ["broken", "store"]  # the failure did not stop the others
+
+
+def test_clients_share_the_session_hooks_of_boto3_where_it_is_loaded() -> None:
+    # The local stack and the bench record calls through boto3's default session events.
+    import boto3
+
+    assert wiring._aws_session() is boto3._get_default_session()._session
 
 
 def test_every_function_is_checked() -> None:

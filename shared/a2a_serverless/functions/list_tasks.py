@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import a2a_serverless.functions.init_pause  # noqa: F401  (first: the init pause)
 from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import mangum_handler
 from a2a_serverless.bindings.rest import create_app, list_tasks_router
-from a2a_serverless.functions import flow_at_init, register_snapstart_hooks
+from a2a_serverless.functions import flow_at_init, init_done, register_snapstart_hooks
 
 
 def create() -> tuple[Any, Any]:
     """(app, handler)."""
     flow_at_init()  # a flow that cannot load fails the init, saying why
-    register_snapstart_hooks()
     app = create_app(list_tasks_router(wiring.get_service()))
-    return app, mangum_handler(app)
+    handler = mangum_handler(app)
+    register_snapstart_hooks()
+    init_done()
+    return app, handler
