@@ -141,11 +141,16 @@ class Settings(BaseModel):
     push_dead_letter_queue_url: str = Field("", description="Where undeliverable events go.")
     push_connect_timeout: float = Field(3.0, gt=0)
     push_read_timeout: float = Field(10.0, gt=0)
+    # 0.5 s: one owner's slow webhooks hold the shard (everyone's next delivery) for about this
+    # long per batch, so the threshold must not exceed a quiet first delivery on AWS (Lambda polls
+    # a stream shard 4 times a second: ~0.3-0.7 s with the POST) for the hostile-owner figure
+    # (at most 2x the quiet case) to hold; a webhook that answers within it is never parked.
     push_slow_seconds: float = Field(
-        2.0,
+        0.5,
         gt=0,
-        description="Read timeout of a stream batch's inline webhook attempts: a slower webhook "
-        "is parked like a failing one (its queued retries get PUSH_READ_TIMEOUT).",
+        description="Connect and read timeout of a stream batch's inline webhook attempts "
+        "(template: PushSlowSeconds): a slower webhook is parked like a failing one (its queued "
+        "retries get PUSH_CONNECT_TIMEOUT / PUSH_READ_TIMEOUT).",
     )
     push_batch_deadline_seconds: float = Field(
         30.0,

@@ -452,6 +452,57 @@ class TestStreamMapping:
             mapping.poll_once()
         assert len(known) <= before + 2
 
+    def test_records_read_from_moto_are_those_the_streams_api_gives(
+        self, stack: LocalStack
+    ) -> None:
+        """The mapping takes records from moto's shard, not through GetRecords (whose JSON round
+        trip was most of its CPU): same records, same shape, TTL's identity included."""
+        mapping = stream_mapping(stack, Function())
+        start = events._stream_end(mapping.stream_arn)
+        key = {"pk": {"S": write(stack, "E#0000000001")}, "sk": {"S": "E#0000000001"}}
+        table = stack.env["TABLE_NAME"]
+        ddb().update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET x = :x, l = :l",
+            ExpressionAttributeValues={":x": {"N": "5"}, ":l": {"L": [{"BOOL": True}]}},
+        )
+        ddb().delete_item(TableName=table, Key=key)
+        direct = mapping._read(start, 10)
+        through_api = mapping._read_api(start, 10)
+        assert [r["eventName"] for r in direct] == ["INSERT", "MODIFY", "REMOVE"]
+        for record in (*direct, *through_api):  # the API's dates are whole or fractional seconds
+            record["dynamodb"]["ApproximateCreationDateTime"] = round(
+                record["dynamodb"]["ApproximateCreationDateTime"]
+            )
+        assert direct == through_api
+        (again,) = mapping._read(start + 1, 1)  # from a sequence number on
+        assert again["eventID"] == through_api[1]["eventID"]
+
+    def test_each_record_is_read_once_however_many_batches_it_takes(
+        self, stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Batches are cut from what was read ahead (a read of up to STREAM_READ_LIMIT
+        records), not read again per poll: reading a backlog costs one read per record."""
+        function = Function()
+        mapping = stream_mapping(stack, function, batch_size=3, filters=template_filters())
+        reads: list[int] = []
+        read = mapping._read
+
+        def counted(start: int | None, limit: int) -> list[dict[str, Any]]:
+            found = read(start, limit)
+            reads.append(len(found))
+            return found
+
+        monkeypatch.setattr(mapping, "_read", counted)
+        monkeypatch.setattr(events, "STREAM_READ_LIMIT", 7)
+        pk = write(stack, *events_sks(10))
+        write(stack, "H", "M#1", pk=pk)  # filtered out, read once all the same
+        write(stack, *events_sks(10)[:4], pk=f"{pk}-2")
+        pump(mapping)
+        assert [len(b) for b in function.batches] == [3, 3, 3, 3, 2]
+        assert sum(reads) == 16, reads  # 10 + 2 + 4 records, each once
+
 
 # -- SQS queue ------------------------------------------------------------------------------
 
@@ -494,6 +545,23 @@ class TestQueueMapping:
             }
         }
         assert queue_depth(url) == 0  # all succeeded: all deleted
+
+    def test_an_empty_queue_is_not_asked(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Lambda long-polls: an empty queue costs nothing. Locally a poll of a queue moto
+        holds nothing for skips ReceiveMessage; one with a message (even in flight) asks."""
+        url, arn = new_queue()
+        mapping = queue_mapping(url, arn, Function())
+        receives: list[str] = []
+        receive = mapping.sqs.receive_message
+        monkeypatch.setattr(
+            mapping.sqs, "receive_message", lambda **kw: receives.append(url) or receive(**kw)
+        )
+        assert events._queue_is_empty(url)
+        assert not mapping.poll_once() and receives == []
+        send(url, "one")
+        assert not events._queue_is_empty(url)
+        assert mapping.poll_once() and receives == [url]
+        assert events._queue_is_empty(url)  # the function took it: deleted
 
     def test_sqs_item_failures_are_kept_and_come_back(self) -> None:
         url, arn = new_queue(VisibilityTimeout="1")

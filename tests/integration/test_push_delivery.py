@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
+import statistics
 import threading
 import time
 import uuid
@@ -30,6 +32,7 @@ from a2a_serverless.local import events
 from a2a_serverless.local.events import EventSources, QueueMapping, StreamMapping
 from a2a_serverless.local.stack import REGION, LocalStack
 from a2a_serverless.models import SendMessageRequest, TaskPushNotificationConfig
+from a2a_serverless.settings import Settings
 from tests import wire
 from tests.integration.harness import event_log, queue_depth, sqs, wait_for, wait_idle
 
@@ -539,60 +542,97 @@ def _hostile_turn(webhooks: Webhooks, round_: int, delay: float) -> None:
     wait_for(lambda: any(webhooks.posts_to(h) for h in hooks), timeout=10, interval=0.005)
 
 
-SLOW = 0.1  # PUSH_SLOW_SECONDS of the noisy-neighbour stack
-# What parking ten webhooks costs the hostile batch locally (ten conditional writes and ten
-# queue calls, serialized by moto: ~0.1-0.3 s measured; tens of ms on AWS).
-PARKING_MARGIN = 0.5
+# A quiet first delivery on AWS: Lambda polls a stream shard 4 times a second (0-0.25 s wait),
+# then the invocation, the config query and a fresh TLS connection for the POST add a few tenths.
+# The default PushSlowSeconds (settings: 0.5 s) is chosen not to exceed it.
+AWS_QUIET_SECONDS = 0.5
+ROUNDS = 5
+# What the hostile owner's bookkeeping costs locally: the batch that parks its ten webhooks
+# (ten conditional writes and ten queue calls) and the next one, which queues the rest of its
+# turn behind them (as many again), all serialized by moto's locks: 0.2-0.6 s each measured on
+# a loaded 2-core machine; tens of ms on AWS, where the calls of the lanes run side by side.
+PARKING_MARGIN = 1.0
+
+
+def _stream_idle(stack: LocalStack, stream: StreamMapping) -> None:
+    """Until the flow's executions are done and the stream mapping has found nothing new."""
+    wait_idle(stack)
+    wait_for(lambda: not stream.busy, timeout=30, interval=0.01)
+
+
+def _quiet_rounds(webhooks: Webhooks) -> list[float]:
+    """First deliveries with no one else about, each once the previous task is done and
+    delivered (so none waits behind another's later events). Each task starts at a random
+    point of the mapping's idle poll cycle, as writes do on AWS (right after an idle poll,
+    every one would wait out the whole cycle)."""
+    phases = random.Random(11)
+    with push_stack() as stack:
+        stream = mappings(stack).by_name(STREAM)
+        assert isinstance(stream, StreamMapping)
+        stream.start()
+        try:
+            quiet = []
+            for n in range(ROUNDS):
+                time.sleep(phases.uniform(0, stream.idle_seconds))
+                quiet.append(_first_delivery_seconds(webhooks, f"quiet-{n}"))
+                _stream_idle(stack, stream)
+        finally:
+            stream.stop()
+    return quiet
 
 
 def test_slow_webhooks_of_one_owner_delay_another_owners_first_delivery_by_one_threshold(
     webhooks: Webhooks,
 ) -> None:
     """Issue 11: 10 configs answering after 8 s once took another owner's first delivery from
-    ~0.5 s to ~480 s (posted one after another, each slow answer waited out). Scaled down
-    (3 s answers, 0.1 s slow threshold), measured three times each way in one run.
+    ~0.5 s to ~480 s (posted one after another, each slow answer waited out). Measured here
+    five times each way (medians), hostile webhooks answering after 3 s.
 
-    What is asserted is the bound the design gives, not a ratio: the stream mapping runs one
-    batch per shard at a time (the template's ParallelizationFactor is 1, see
-    tests/template/test_push_parallelization.py: with more, AWS keeps order per item only and
-    a task's events would reach its webhooks out of order). So a quiet owner's event that
-    arrives while the hostile batch is in flight waits for that batch: its slow webhooks'
-    inline attempts run side by side and give up after one slow threshold, then they are
-    parked. The wait is therefore at most one threshold plus parking, whatever the hostile
-    webhooks' delay (3 s here) or number; the quiet/noisy ratio is printed, and is about
-    (quiet + threshold + parking) / quiet, not bounded by 2.
+    The bound the design gives: the stream mapping runs one batch per shard at a time (the
+    template's ParallelizationFactor is 1, see tests/template/test_push_parallelization.py:
+    with more, AWS keeps order per item only and a task's events would reach its webhooks out
+    of order). So a quiet owner's event that arrives while the hostile batch is in flight waits
+    for that batch: its slow webhooks' inline attempts run side by side and give up after one
+    slow threshold, then they are parked. The wait is at most one threshold plus parking,
+    whatever the hostile webhooks' delay or number: noisy <= quiet + threshold + parking, which
+    is asserted. The ratio is therefore about 1 + threshold / quiet: the threshold here is the
+    default scaled by this stack's quiet first delivery over AWS's (AWS_QUIET_SECONDS), the
+    same proportion as deployed, and the ratio (about 2) is printed.
 
-    Only the stream mapping polls (in its thread, as deployed): the first delivery is its
-    job. The parked hostile events pile up on the retry queue, whose consumer runs in other
-    invocations in AWS; here moto's FIFO receive gets slower with every queued message and
-    would tax the whole process, which is not what is measured (nor is the pile-up: the
+    Only the stream mapping polls (in its thread, at Lambda's cadence): the first delivery is
+    its job. The parked hostile events pile up on the retry queue, whose consumer runs in
+    other invocations in AWS; here moto's FIFO receive gets slower with every queued message
+    and would tax the whole process, which is not what is measured (nor is the pile-up: the
     queue is emptied after each round)."""
     delay = 3.0
-    with push_stack(PUSH_SLOW_SECONDS=str(SLOW)) as stack:
+    quiet = _quiet_rounds(webhooks)
+    quiet_median = statistics.median(quiet)
+    default = Settings.model_fields["push_slow_seconds"].default
+    slow = round(default * quiet_median / AWS_QUIET_SECONDS, 3)
+    with push_stack(PUSH_SLOW_SECONDS=str(slow)) as stack:
         stream = mappings(stack).by_name(STREAM)
+        assert isinstance(stream, StreamMapping)
         stream.start()
         try:
-            quiet = sorted(_first_delivery_seconds(webhooks, f"quiet-{n}") for n in range(3))
-            wait_idle(stack)
             noisy = []
-            for round_ in range(3):
+            for round_ in range(ROUNDS):
                 _hostile_turn(webhooks, round_, delay=delay)
                 noisy.append(_first_delivery_seconds(webhooks, f"noisy-{round_}"))
-                wait_idle(stack)
+                _stream_idle(stack, stream)
                 # The hostile webhooks were parked: their events queued. Emptied for the next
                 # round: moto's SQS calls slow down with every queued message.
-                wait_for(lambda: not stream.busy, timeout=10)
                 assert len(take_all(stack.queues["PushRetryQueue"])) >= 10
         finally:
             stream.stop()
-    noisy.sort()
+    noisy_median = statistics.median(noisy)
     print(
-        f"\nfirst delivery, quiet: {quiet} s; with a hostile owner: {noisy} s; "
-        f"median ratio {noisy[1] / quiet[1]:.2f}"
+        f"\nfirst delivery, quiet: {sorted(round(q, 3) for q in quiet)} s; with a hostile "
+        f"owner (threshold {slow} s): {sorted(round(n, 3) for n in noisy)} s; "
+        f"median ratio {noisy_median / quiet_median:.2f}"
     )
     # Unfixed, the quiet owner waited out the hostile answers (3 s each, one after another).
-    assert noisy[-1] < delay, (quiet, noisy)
-    assert noisy[1] <= quiet[1] + SLOW + PARKING_MARGIN, (quiet, noisy)
+    assert max(noisy) < delay, (quiet, noisy)
+    assert noisy_median <= quiet_median + slow + PARKING_MARGIN, (quiet, noisy, slow)
 
 
 # -- the per-task config cap ------------------------------------------------------------------

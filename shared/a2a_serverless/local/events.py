@@ -21,6 +21,15 @@ What a deployed mapping does and this one does too:
 Each mapping is polled by one thread (as one shard or one FIFO poller would be), or by the
 caller through `poll_once()` (`LocalStack(event_sources="manual")`: deterministic tests);
 `drain()` lets tests wait until every threaded mapping is idle.
+
+Cadence, as Lambda's pollers: a stream shard is polled 4 times a second while it has nothing
+new ("Lambda polls shards in your DynamoDB stream for records at a base rate of 4 times per
+second"), and again at once after a batch; an SQS poller long-polls, so a message is taken
+as soon as it arrives (here: a short idle pause, and none while moto holds no message). A
+shard's records are read ahead, up to `STREAM_READ_LIMIT` at a time, and each record is read
+once: batches are cut from what was read (as Lambda's poller keeps what it read), not read
+again per poll. Over moto they are taken from its shard as GetRecords' JSON carries them,
+without the API round trip (see `_shard_records`).
 """
 
 from __future__ import annotations
@@ -44,7 +53,14 @@ from a2a_serverless.local.calls import acting_as
 logger = logging.getLogger(__name__)
 
 Invoke = Callable[[dict[str, Any]], Any]
+# After a poll that found nothing: a queue poller looks again soon (Lambda long-polls SQS, so a
+# message is received as it arrives); a stream shard is polled at Lambda's base rate, 4 a
+# second (a quiet stack's first delivery waits for that poll, as a deployed one does).
 IDLE_POLL_SECONDS = 0.05
+STREAM_IDLE_POLL_SECONDS = 0.25
+# Records per read ahead (GetRecords allows 1000): a batch needing more reads again, so a
+# backlog is not all copied at once.
+STREAM_READ_LIMIT = 100
 # Lambda backs off between retries of a failing stream batch; locally a short, growing pause.
 RETRY_PAUSE_SECONDS = 0.1
 RETRY_PAUSE_CAP_SECONDS = 2.0
@@ -196,6 +212,8 @@ class _Poller:
     busy: bool = False
     stop_event: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
+    # The pause after a poll that found nothing (see the module's docstring).
+    idle_seconds: float = IDLE_POLL_SECONDS
 
     def poll_once(self) -> bool:
         with acting_as(self.principal):
@@ -225,7 +243,7 @@ class _Poller:
                 worked = False
             if not worked:
                 self.busy = False
-                self.stop_event.wait(IDLE_POLL_SECONDS)
+                self.stop_event.wait(self.idle_seconds)
 
 
 # -- DynamoDB stream -> function ------------------------------------------------------------
@@ -246,12 +264,8 @@ def _forget_iterators(stream_arn: str, *iterators: str | None) -> None:
             known.pop(iterator, None)
 
 
-def _stream_end(stream_arn: str) -> int | None:
-    """The sequence number the table's stream will give its next record, read from moto
-    (None: not over moto, or no such stream). A poller that stands there has nothing to
-    read: asking GetShardIterator + GetRecords anyway, every 50 ms per mapping, was a tenth
-    of the local stack's CPU. Read without moto's lock: a stale answer only delays the read
-    to the next poll (or makes one that finds nothing)."""
+def _moto_shard(stream_arn: str) -> Any | None:
+    """moto's shard of the table's stream (None: not over moto, or no such stream)."""
     try:
         from moto.dynamodb.models import dynamodb_backends
     except ImportError:  # not over moto
@@ -259,12 +273,55 @@ def _stream_end(stream_arn: str) -> int | None:
     try:
         _, _, _, region, account, resource = stream_arn.split(":", 5)
         table = dynamodb_backends[account][region].tables.get(resource.split("/")[1])
-        shard = table.stream_shard if table is not None else None
-        if shard is None:
-            return None
-        return int(shard.starting_sequence_number) + len(shard.items)
+        return table.stream_shard if table is not None else None
     except (ValueError, IndexError, KeyError, AttributeError):
         return None
+
+
+def _stream_end(stream_arn: str) -> int | None:
+    """The sequence number the table's stream will give its next record, read from moto
+    (None: not over moto, or no such stream). A poller that stands there has nothing to
+    read: asking GetShardIterator + GetRecords anyway, every 50 ms per mapping, was a tenth
+    of the local stack's CPU. Read without moto's lock: a stale answer only delays the read
+    to the next poll (or makes one that finds nothing)."""
+    shard = _moto_shard(stream_arn)
+    if shard is None:
+        return None
+    try:
+        return int(shard.starting_sequence_number) + len(shard.items)
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def _wire_value(value: Any) -> Any:
+    """What the Streams API's JSON says for a value moto keeps as a Python object."""
+    if isinstance(value, dt.datetime):  # moto's are naive UTC
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        return moment.timestamp()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} in a stream record")
+
+
+def _shard_records(stream_arn: str, start: int | None, limit: int) -> list[dict[str, Any]] | None:
+    """Up to `limit` records from sequence number `start` (None: the oldest kept), taken from
+    moto's shard as GetRecords' JSON carries them (None: not over moto). The API round trip
+    (moto's serializer, then botocore's parser, under moto's DynamoDB lock) cost ~0.5 ms of
+    CPU a record, two thirds of the stream mapping's time, and held up every table call of
+    the stack meanwhile; this holds the lock only to take the records. A record does not
+    change once in the shard (TTL marks its removals' identity before releasing the lock)."""
+    shard = _moto_shard(stream_arn)
+    if shard is None:
+        return None
+    from a2a_serverless.local.moto_patches import DYNAMODB_LOCK
+
+    with DYNAMODB_LOCK:
+        first = int(shard.starting_sequence_number)
+        if start is not None and start < first:  # as the service's TrimmedDataAccessException
+            raise RuntimeError(f"stream records before {first} were trimmed (asked {start})")
+        offset = 0 if start is None else start - first
+        records = [item.record for item in shard.items[offset : offset + limit]]
+    return [json.loads(json.dumps(r, default=_wire_value)) for r in records]
 
 
 def _seq(record: dict[str, Any]) -> int:
@@ -317,6 +374,13 @@ class StreamMapping(_Poller):
     lane: int = 0
     lane_count: int = 1
     lanes: list[StreamMapping] = field(default_factory=list)
+    idle_seconds: float = STREAM_IDLE_POLL_SECONDS
+    # Records read and not yet passed: those from `read_from` (None: the shard's start) up to
+    # `read_to` (the position after the last one read), in stream order. Batches are cut from
+    # here; a read goes on from `read_to` when a batch needs more.
+    buffer: list[dict[str, Any]] = field(default_factory=list)
+    read_from: int | None = None
+    read_to: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.parallelization_factor <= 10:  # Lambda's bounds
@@ -385,6 +449,15 @@ class StreamMapping(_Poller):
         super().stop()
 
     def _read(self, start: int | None, limit: int) -> list[dict[str, Any]]:
+        """Up to `limit` records from sequence number `start` (None: the shard's oldest), as
+        Lambda passes them; from moto's shard directly (see _shard_records) when over moto."""
+        raw = _shard_records(self.stream_arn, start, limit)
+        if raw is None:
+            return self._read_api(start, limit)
+        return [self._lambda_record(r, from_json=True) for r in raw]
+
+    def _read_api(self, start: int | None, limit: int) -> list[dict[str, Any]]:
+        """`_read` through the Streams API (GetShardIterator + GetRecords)."""
         kwargs: dict[str, Any] = {"StreamArn": self.stream_arn, "ShardId": self.shard_id}
         if start is None:
             kwargs["ShardIteratorType"] = "TRIM_HORIZON"
@@ -396,8 +469,10 @@ class StreamMapping(_Poller):
         _forget_iterators(self.stream_arn, iterator, response.get("NextShardIterator"))
         return [self._lambda_record(r) for r in response["Records"]]
 
-    def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
-        shaped = _jsonable(record)
+    def _lambda_record(self, record: dict[str, Any], from_json: bool = False) -> dict[str, Any]:
+        """A Streams API record as Lambda passes it; `from_json`: already JSON values (a fresh
+        copy of its own, dates in epoch seconds), not boto3's decoded ones."""
+        shaped = record if from_json else _jsonable(record)
         shaped["eventSourceARN"] = self.stream_arn
         identity = shaped.get("userIdentity")
         if isinstance(identity, dict) and "PrincipalId" in identity:
@@ -409,15 +484,50 @@ class StreamMapping(_Poller):
             }
         return shaped
 
+    def _buffered(self) -> list[dict[str, Any]]:
+        """The read-ahead records from `position` on (emptied when `position` is outside what
+        was read: a test or an operator moved it)."""
+        position = self.position
+        if self.buffer and position is not None:
+            if (
+                self.read_to is None
+                or position > self.read_to
+                or (self.read_from is not None and position < self.read_from)
+            ):
+                self.buffer = []
+            else:
+                passed = 0
+                while passed < len(self.buffer) and _seq(self.buffer[passed]) < position:
+                    passed += 1
+                del self.buffer[:passed]
+                self.read_from = position
+        if not self.buffer:
+            self.read_from = self.read_to = position
+        return self.buffer
+
+    def _read_more(self, stream_end: int | None) -> bool:
+        """Read the next records after the buffer's into it; False: none yet."""
+        if stream_end is not None and (self.read_to or 0) >= stream_end:
+            return False  # nothing written since the last record read
+        records = self._read(self.read_to, STREAM_READ_LIMIT)
+        if not records:
+            return False
+        self.buffer.extend(records)
+        self.read_to = _seq(records[-1]) + 1
+        return True
+
     def _batch(self) -> tuple[list[dict[str, Any]], int | None]:
         """The next batch of matching records and the position after what it covers."""
         size = self.pieces[0] if self.pieces else self.batch_size
         batch: list[dict[str, Any]] = []
         end: int | None = None
         stream_end = _stream_end(self.stream_arn)
-        if stream_end is not None and (self.position or 0) >= stream_end:
-            return batch, end  # nothing new since the last record read
-        for record in self._read(self.position, 1000):
+        buffer = self._buffered()
+        index = 0
+        while True:
+            if index == len(buffer) and (len(batch) == size or not self._read_more(stream_end)):
+                break  # full (what follows is the next batch's), or all read so far is in it
+            record = buffer[index]
             # Another lane's records are passed over like filtered ones: that lane has them.
             mine = self.lane_count == 1 or lane_of(record, self.lane_count) == self.lane
             if mine and passes(self.filters, record):
@@ -425,6 +535,7 @@ class StreamMapping(_Poller):
                     break
                 batch.append(record)
             end = _seq(record) + 1
+            index += 1
         return batch, end
 
     def _failed_records(self, result: Any, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -538,6 +649,8 @@ class QueueMapping(_Poller):
     invocations: int = 0
 
     def _poll(self) -> bool:
+        if _queue_is_empty(self.queue_url):
+            return False
         messages = self.sqs.receive_message(
             QueueUrl=self.queue_url,
             MaxNumberOfMessages=self.batch_size,
@@ -589,6 +702,27 @@ class QueueMapping(_Poller):
         }
 
 
+def _queue_is_empty(queue_url: str) -> bool:
+    """Whether moto holds no message at all (visible, in flight or delayed) for the queue
+    (False when unsure, or not over moto). Lambda long-polls a queue; polling moto every 50 ms
+    with ReceiveMessage instead cost a fifth of the local stack's CPU under load while the
+    retry queue sat empty. Read without moto's lock: a stale answer only delays the receive to
+    the next poll."""
+    try:
+        from moto.sqs.models import sqs_backends
+    except ImportError:  # not over moto
+        return False
+    try:
+        host_path = queue_url.split("://", 1)[1].split("/")
+        account, name = host_path[1], host_path[2]
+        region = next(
+            region for region, backend in sqs_backends[account].items() if name in backend.queues
+        )
+        return not sqs_backends[account][region].queues[name]._messages
+    except (IndexError, KeyError, StopIteration, AttributeError, RuntimeError):
+        return False
+
+
 def _lambda_attribute(value: dict[str, Any]) -> dict[str, Any]:
     """An SQS message attribute as Lambda shows it (camelCase, binary in base64)."""
     shaped: dict[str, Any] = {
@@ -623,7 +757,11 @@ class EventSources:
         return next(m for m in self.mappings if m.name == name)
 
     def drain(self, timeout: float = 10.0, quiet: float = 0.2) -> None:
-        """Wait until no mapping has found work for `quiet` seconds (tests: deliveries done)."""
+        """Wait until no mapping has found work for `quiet` seconds (tests: deliveries done);
+        at least one idle pause of every mapping and a bit, so each has looked again since
+        the caller's last write."""
+        longest_pause = max((m.idle_seconds for m in self.mappings), default=0.0)
+        quiet = max(quiet, longest_pause + 0.1)
         deadline = time.monotonic() + timeout
         quiet_since: float | None = None
         while time.monotonic() < deadline:
