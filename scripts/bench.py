@@ -958,10 +958,58 @@ def _probe(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+# What Lambda's python3.13 runtime brings precompiled and the layer does not (the layer has its
+# own botocore, jmespath, dateutil, urllib3, six: aws-xray-sdk's dependencies, first on sys.path).
+RUNTIME_ONLY_PACKAGES = ("boto3", "s3transfer")
+BYTECODE_PROBE_FUNCTION = "ListTasksFunction"
+
+
+def _compile_the_package() -> None:
+    """Bytecode for the package, as the layer ships it (shared/Makefile compiles the layer): the
+    probes run with PYTHONDONTWRITEBYTECODE, so without this any module edited since its last
+    .pyc would be compiled at every probe. Timestamp-checked, as Python itself writes them: an
+    unchecked .pyc in the dev tree would hide later edits."""
+    import compileall
+
+    compileall.compile_dir(ROOT / "shared" / "a2a_serverless", quiet=1, workers=0)
+
+
+def _import_without_bytecode(spec: dict[str, Any], env: dict[str, str], repeats: int) -> float:
+    """The probe's import time when the layer's modules have no bytecode, as a layer built
+    without a Python 3.13 (or with `--no-compile` and no compile step) runs on Lambda: /opt is
+    read-only, so Python compiles them from source at every cold start. The standard library
+    and the runtime's own packages keep theirs (precompiled on Lambda). Done with a pycache
+    prefix: one run writes every imported module's .pyc there, then all but the standard
+    library's and RUNTIME_ONLY_PACKAGES' are deleted, and the probe runs again without writing
+    (PYTHONDONTWRITEBYTECODE), finding only those."""
+    import sysconfig
+
+    # Not sysconfig's platstdlib: in a venv it is the venv's lib/, site-packages and all.
+    stdlib = os.path.dirname(os.__file__)
+    purelib = sysconfig.get_paths()["purelib"]
+    with tempfile.TemporaryDirectory() as prefix:
+
+        def mirrored(path: str) -> Path:
+            return Path(prefix) / path.lstrip(os.sep)  # how Python lays a prefix out
+
+        keep = [mirrored(stdlib)]
+        keep += [mirrored(os.path.join(purelib, name)) for name in RUNTIME_ONLY_PACKAGES]
+        writing = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        _probe(spec, {**writing, "PYTHONPYCACHEPREFIX": prefix})
+        for pyc in Path(prefix).rglob("*.pyc"):
+            if not any(pyc.is_relative_to(k) for k in keep):
+                pyc.unlink()
+        assert any(Path(prefix).rglob("*.pyc")), "the standard library's bytecode is gone"
+        runs = [_probe(spec, {**env, "PYTHONPYCACHEPREFIX": prefix}) for _ in range(repeats)]
+    return round(statistics.median(r["import_s"] for r in runs) * 1000, 1)
+
+
 def cold_start(repeats: int = 3) -> dict[str, Any]:
     """Import plus first request of every function of the template, each in a fresh
     interpreter talking to a moto server, against `import boto3; boto3.client('dynamodb')` plus
-    one GetItem in the same conditions (the median ratio over `repeats` pairs)."""
+    one GetItem in the same conditions (the median ratio over `repeats` pairs). The package has
+    bytecode, as the built layer has; `import_without_bytecode_ms` is one function's import
+    without it for the layer's modules (what a layer built without a Python 3.13 costs)."""
     from moto.server import ThreadedMotoServer
 
     from a2a_serverless.local.stack import LocalStack
@@ -970,6 +1018,7 @@ def cold_start(repeats: int = 3) -> dict[str, Any]:
     with LocalStack(event_sources=False) as stack:
         specs = dict(stack.functions)
         stack_env = dict(stack.env)
+    _compile_the_package()
     import logging
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
@@ -1060,9 +1109,19 @@ def cold_start(repeats: int = 3) -> dict[str, Any]:
                 "cpu_ms": ms(r["cpu_s"] for r, _ in pairs),
                 "cpu_ratio": round(statistics.median(r["cpu_s"] / b["cpu_s"] for r, b in pairs), 2),
             }
+        # One function's import again, its layer modules without bytecode (what shipping it
+        # saves at each cold start; compare with its import_ms above).
+        without = {}
+        if BYTECODE_PROBE_FUNCTION in probes:
+            spec_, env = probes[BYTECODE_PROBE_FUNCTION]
+            without[BYTECODE_PROBE_FUNCTION] = _import_without_bytecode(spec_, env, repeats)
     finally:
         server.stop()
-    return {"baseline_boto3_client_and_call": baseline, "functions": rows}
+    return {
+        "baseline_boto3_client_and_call": baseline,
+        "functions": rows,
+        "import_without_bytecode_ms": without,
+    }
 
 
 # -- the local stack's speed (scripts/bench_local.py) -----------------------------------------

@@ -1,7 +1,8 @@
 """SharedLayer builds with shared/Makefile (`sam build` with any local Python >= 3.11): the
 dependencies are installed for the Lambda runtime (python3.13, arm64) by pip's platform
-options, and the package goes in without its dev-only parts. The Makefile's copy step is run
-here for real (pip stubbed out: no network), and its output inspected."""
+options, and the package goes in without its dev-only parts, then everything is compiled to
+bytecode by a Python 3.13 when there is one. The Makefile's copy and compile steps are run here
+for real (pip stubbed out: no network), and their output inspected."""
 
 from __future__ import annotations
 
@@ -39,16 +40,9 @@ def test_the_layer_builds_with_the_makefile_for_the_runtime(sam: dict[str, Any])
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_the_layer_ships_the_package_without_its_dev_only_parts(tmp_path: Path) -> None:
     artifacts = tmp_path / "SharedLayer"
-    done = subprocess.run(
-        # PYTHON=true: the pip step succeeds without installing anything.
-        ["make", "-s", "-f", str(MAKEFILE), "build-SharedLayer", f"ARTIFACTS_DIR={artifacts}"],
-        cwd=ROOT / "shared",
-        env={"PATH": "/usr/bin:/bin", "PYTHON": "true"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    # PYTHON=true: the pip step succeeds without installing anything; no Python 3.13, so no
+    # bytecode is compiled and any .pyc would be the dev tree's.
+    done = _build(artifacts, _without_python313(tmp_path))
     assert done.returncode == 0, done.stderr
     package = artifacts / "python" / "a2a_serverless"
     shipped = {p.relative_to(package).as_posix() for p in package.rglob("*")}
@@ -69,3 +63,118 @@ def test_the_layer_ships_the_package_without_its_dev_only_parts(tmp_path: Path) 
         if p.relative_to(source).parts[0] not in ("local", "cli")
     }
     assert expected <= shipped
+
+
+# -- bytecode: Lambda extracts the layer to /opt, read-only, so Python cannot write __pycache__
+# there; the build compiles it, with the runtime's Python (bytecode is version-specific).
+
+UNCHECKED_HASH = 1  # a .pyc's flags word (bytes 4-8): 0 timestamp, 3 checked hash, 1 unchecked
+
+
+def _python313() -> str | None:
+    """A working CPython 3.13's real executable (a pyenv shim may exist and not work)."""
+    candidates = [
+        shutil.which("python3.13"),
+        *map(str, Path.home().glob(".pyenv/versions/3.13*/bin/python3.13")),
+    ]
+    for candidate in filter(None, candidates):
+        done = subprocess.run(
+            [candidate, "-c", "import sys; print(sys.implementation.cache_tag, sys.executable)"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        tag, _, executable = done.stdout.strip().partition(" ")
+        if done.returncode == 0 and tag == "cpython-313":
+            return executable
+    return None
+
+
+def _build(artifacts: Path, path: str, python: str = "true") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "-s", "-f", str(MAKEFILE), "build-SharedLayer", f"ARTIFACTS_DIR={artifacts}"],
+        cwd=ROOT / "shared",
+        env={"PATH": path, "PYTHON": python},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _without_python313(tmp_path: Path) -> str:
+    """A PATH whose first python3.13 is not one (as a pyenv shim without that version is), so
+    the build finds none even on a machine that has /usr/bin/python3.13."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3.13").write_text("#!/bin/sh\necho cpython-311\n")
+    (bin_dir / "python3.13").chmod(0o755)
+    return f"{bin_dir}:/usr/bin:/bin"
+
+
+def _fake_pip(directory: Path) -> Path:
+    """A PYTHON whose `-m pip install --target DIR` writes one good module and one .py that is
+    not Python (some packages ship templates so), and that is no Python 3.13 itself."""
+    script = directory / "fake-python"
+    script.write_text(
+        "#!/bin/sh\n"
+        '[ "$1 $2" = "-m pip" ] || exit 1\n'
+        'while [ "$1" != --target ]; do shift; done\n'
+        'mkdir -p "$2/vendored" && echo "VALUE = 1" > "$2/vendored/good.py"\n'
+        'echo "{% if broken %}" > "$2/vendored/template.py"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_layer_ships_unchecked_hash_bytecode_for_the_runtime(tmp_path: Path) -> None:
+    python = _python313()
+    if python is None:
+        pytest.skip("needs a Python 3.13 (python3.13 on PATH or pyenv)")
+    artifacts = tmp_path / "SharedLayer"
+    # The 3.13 only as python3.13 on PATH, PYTHON (the pip step) something else: the build
+    # machine's Python need not be the runtime's.
+    done = _build(
+        artifacts, f"{Path(python).parent}:/usr/bin:/bin", python=str(_fake_pip(tmp_path))
+    )
+    assert done.returncode == 0, done.stderr
+    assert "WARNING" not in done.stdout
+    tree = artifacts / "python"
+    modules = [p for p in (tree / "a2a_serverless").rglob("*.py") if "__pycache__" not in p.parts]
+    assert len(modules) > 20
+    for module in [*modules, tree / "vendored" / "good.py"]:
+        pyc = module.parent / "__pycache__" / f"{module.stem}.cpython-313.pyc"
+        assert pyc.is_file(), pyc
+        header = pyc.read_bytes()[:16]
+        assert int.from_bytes(header[4:8], "little") == UNCHECKED_HASH, pyc
+    # A .py that is not Python stays as it is and does not fail the build.
+    assert not list((tree / "vendored" / "__pycache__").glob("template.*"))
+    # The magic number is 3.13's, whatever Python ran make.
+    magic = subprocess.run(
+        [python, "-c", "import importlib.util as u; print(u.MAGIC_NUMBER.hex())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    pyc = tree / "a2a_serverless" / "__pycache__" / "settings.cpython-313.pyc"
+    assert pyc.read_bytes()[:4].hex() == magic
+    # Still no dev-only parts, and the sources stay beside their bytecode (tracebacks).
+    assert not (tree / "a2a_serverless" / "local").exists()
+    assert not (tree / "a2a_serverless" / "cli").exists()
+    assert (tree / "a2a_serverless" / "settings.py").is_file()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_without_a_python_313_the_layer_builds_without_bytecode_and_says_so(
+    tmp_path: Path,
+) -> None:
+    artifacts = tmp_path / "SharedLayer"
+    done = _build(artifacts, _without_python313(tmp_path))
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stdout.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1
+    assert "python3.13" in warnings[0] and "sam build --use-container" in warnings[0]
+    assert (artifacts / "python" / "a2a_serverless" / "settings.py").is_file()
+    assert not list(artifacts.rglob("*.pyc"))

@@ -3,6 +3,7 @@ entry files that bind the package's functions, and the flow check at a function'
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -150,6 +151,73 @@ def test_new_writes_a_project(tmp_path: Path) -> None:
     assert 'rm -rf "$(ARTIFACTS_DIR)/python/a2a_serverless/local"' in makefile
     assert 'stack_name = "my-agent"' in (project / "samconfig.toml").read_text()
     assert (project / "functions" / "stream" / "run.sh").stat().st_mode & 0o111
+
+
+def _python313() -> str | None:
+    """A working CPython 3.13's real executable (a pyenv shim may exist and not work)."""
+    candidates = [
+        shutil.which("python3.13"),
+        *map(str, Path.home().glob(".pyenv/versions/3.13*/bin/python3.13")),
+    ]
+    for candidate in filter(None, candidates):
+        done = subprocess.run(
+            [candidate, "-c", "import sys; print(sys.implementation.cache_tag, sys.executable)"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        tag, _, executable = done.stdout.strip().partition(" ")
+        if done.returncode == 0 and tag == "cpython-313":
+            return executable
+    return None
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_projects_makefile_ships_the_agent_with_bytecode_when_it_can(tmp_path: Path) -> None:
+    project = tmp_path / "My-Agent"
+    scaffold(project)
+    makefile = (project / "Makefile").read_text()
+    assert "--invalidation-mode unchecked-hash" in makefile
+    # A PYTHON that is no Python 3.13 and whose pip only makes the target (no network); PATH's
+    # python3.13 decides whether there is bytecode. The Makefile's shell text runs for real.
+    fake = tmp_path / "fake-python"
+    fake.write_text(
+        '#!/bin/sh\n[ "$1 $2" = "-m pip" ] || exit 1\n'
+        'while [ "$1" != --target ]; do shift; done\nmkdir -p "$2"\n'
+    )
+    fake.chmod(0o755)
+    not_313 = tmp_path / "bin"
+    not_313.mkdir()
+    (not_313 / "python3.13").write_text("#!/bin/sh\necho cpython-311\n")
+    (not_313 / "python3.13").chmod(0o755)
+    python = _python313()
+    paths = {"none": f"{not_313}:/usr/bin:/bin"}
+    if python is not None:
+        paths["3.13"] = f"{Path(python).parent}:/usr/bin:/bin"
+    for case, path in paths.items():
+        artifacts = tmp_path / case
+        done = subprocess.run(
+            ["make", "-s", "build-SharedLayer", f"ARTIFACTS_DIR={artifacts}"],
+            cwd=project,
+            env={"PATH": path, "PYTHON": str(fake)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, (case, done.stderr)
+        flow = artifacts / "python" / "my_agent" / "flow.py"
+        assert flow.is_file()
+        pyc = flow.parent / "__pycache__" / "flow.cpython-313.pyc"
+        if case == "none":
+            (warning,) = [line for line in done.stdout.splitlines() if "WARNING" in line]
+            assert "bytecode" in warning and "sam build --use-container" in warning
+            assert not pyc.exists()
+        else:
+            assert "WARNING" not in done.stdout
+            # Flags word 1: hash-based, unchecked (zip extraction does not keep mtimes).
+            assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 1
 
 
 def test_the_vendored_wheel_holds_the_package_and_its_metadata(tmp_path: Path) -> None:

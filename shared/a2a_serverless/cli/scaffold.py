@@ -245,9 +245,17 @@ MAKEFILE = """# `sam build` runs this for SharedLayer (template.yaml: BuildMetho
 # local Python >= 3.11: the a2a-serverless wheel in vendor/ and its dependencies, installed
 # for the Lambda runtime (CPython 3.13, arm64; manylinux wheels from PyPI), without the
 # package's dev-only parts (the local stack, the command), plus the agent package `{package}`.
+# Then the whole tree is compiled to bytecode: Lambda extracts the layer to /opt, read-only, so
+# Python cannot write __pycache__ there and would compile every module it imports from source
+# at every cold start. Bytecode is version-specific (cpython-313), so only a Python 3.13 (PYTHON
+# if it is one, else python3.13 on PATH) compiles it; hash-based and unchecked, because the
+# layer never changes and zip extraction does not keep the mtimes a timestamp check compares.
+# The paths recorded in it are /opt/python's (-s, -p): the same bytes from any build folder.
+# Messages go to stdout: `sam build` shows make's stderr only when the build fails.
 PYTHON ?= python3
 LAMBDA_TARGET := --platform manylinux2014_aarch64 --implementation cp --python-version 3.13 \\
 \t--only-binary=:all:
+LAYER_PYTHON_DIR := /opt/python
 
 build-SharedLayer:
 \t$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-compile $(LAMBDA_TARGET) \\
@@ -256,6 +264,20 @@ build-SharedLayer:
 \t\t"$(ARTIFACTS_DIR)/python/a2a_serverless/cli"
 \ttar -cf - --exclude=__pycache__ --exclude='*.pyc' {package} \\
 \t\t| tar -xf - -C "$(ARTIFACTS_DIR)/python"
+\t@py=; for candidate in "$(PYTHON)" python3.13; do \\
+\t\ttag=$$("$$candidate" -c 'import sys; print(sys.implementation.cache_tag)' 2>/dev/null); \\
+\t\tif [ "$$tag" = cpython-313 ]; then py=$$candidate; break; fi; \\
+\tdone; \\
+\tif [ -z "$$py" ]; then \\
+\t\techo "WARNING: no Python 3.13 (PYTHON=$(PYTHON), python3.13): the layer ships without \\
+bytecode, so every cold start compiles its modules from source (twice the import time); \\
+put python3.13 on PATH or run 'sam build --use-container'"; \\
+\telse \\
+\t\t"$$py" -m compileall -q -j 0 --invalidation-mode unchecked-hash \\
+\t\t\t-s "$(ARTIFACTS_DIR)/python" -p "$(LAYER_PYTHON_DIR)" "$(ARTIFACTS_DIR)/python" \\
+\t\t\t|| echo "note: the files listed above did not compile (templates shipped as .py); \\
+they are never imported"; \\
+\tfi
 """
 
 SAMCONFIG = """# SAM CLI defaults (`sam build`, `sam validate`, `sam deploy`). Region and
@@ -295,6 +317,10 @@ a2a-serverless dev                       # http://127.0.0.1:8000 (add --reload w
 a2a-serverless invoke SendMessageFunction EVENT.json  # one function, one event, no Docker
 sam build && sam deploy --guided          # any Python >= 3.11; no Docker
 ```
+
+`sam build` needs any Python >= 3.11; with a `python3.13` on `PATH` as well, it also compiles
+the layer to bytecode, which Lambda cannot write in its read-only `/opt` (without it every
+cold start compiles the imported modules from source; the build says so in a `WARNING` line).
 
 - `template.yaml` (parameter `Flow`, default `{package}.flow:flow`) deploys the same resources
   as a2a-serverless; the `Makefile` builds the layer from `vendor/` and `{package}/`.
