@@ -155,6 +155,19 @@ class WebhookSender:
         self.config = config
         self.post = post
         self.sleep = sleep
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def _lane_pool(self) -> ThreadPoolExecutor:
+        """The lanes' threads, one pool for the sender's life: a warm environment reuses them
+        batch after batch (a pool per batch started new threads every time, and each new thread
+        may take a fresh malloc arena: the local soak's memory kept growing)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=max(1, self.config.stream_workers), thread_name_prefix="webhook"
+                )
+            return self._pool
 
     # -- one attempt -----------------------------------------------------------------------
 
@@ -244,21 +257,20 @@ class WebhookSender:
             return failures
         payloads = _Payloads(self)
         ordered = sorted(lanes, key=rank.__getitem__)
-        workers = max(1, min(self.config.stream_workers, len(ordered)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="webhook") as pool:
-            # A context copy per lane: log keys and metrics of the invocation reach the thread.
-            futures = [
-                pool.submit(
-                    contextvars.copy_context().run,
-                    self._run_lane,
-                    lanes[key],
-                    deadline,
-                    payloads,
-                )
-                for key in ordered
-            ]
-            for future in futures:
-                failures.update(future.result())
+        pool = self._lane_pool()
+        # A context copy per lane: log keys and metrics of the invocation reach the thread.
+        futures = [
+            pool.submit(
+                contextvars.copy_context().run,
+                self._run_lane,
+                lanes[key],
+                deadline,
+                payloads,
+            )
+            for key in ordered
+        ]
+        for future in futures:
+            failures.update(future.result())
         return failures
 
     def _run_lane(self, lane: _Lane, deadline: float, payloads: _Payloads) -> dict[int, Exception]:
