@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.pythons import python313
+
 ROOT = Path(__file__).resolve().parents[2]
 MAKEFILE = ROOT / "shared" / "Makefile"
 
@@ -71,26 +73,6 @@ def test_the_layer_ships_the_package_without_its_dev_only_parts(tmp_path: Path) 
 UNCHECKED_HASH = 1  # a .pyc's flags word (bytes 4-8): 0 timestamp, 3 checked hash, 1 unchecked
 
 
-def _python313() -> str | None:
-    """A working CPython 3.13's real executable (a pyenv shim may exist and not work)."""
-    candidates = [
-        shutil.which("python3.13"),
-        *map(str, Path.home().glob(".pyenv/versions/3.13*/bin/python3.13")),
-    ]
-    for candidate in filter(None, candidates):
-        done = subprocess.run(
-            [candidate, "-c", "import sys; print(sys.implementation.cache_tag, sys.executable)"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        tag, _, executable = done.stdout.strip().partition(" ")
-        if done.returncode == 0 and tag == "cpython-313":
-            return executable
-    return None
-
-
 def _build(artifacts: Path, path: str, python: str = "true") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["make", "-s", "-f", str(MAKEFILE), "build-SharedLayer", f"ARTIFACTS_DIR={artifacts}"],
@@ -130,7 +112,7 @@ def _fake_pip(directory: Path) -> Path:
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_the_layer_ships_unchecked_hash_bytecode_for_the_runtime(tmp_path: Path) -> None:
-    python = _python313()
+    python = python313()
     if python is None:
         pytest.skip("needs a Python 3.13 (python3.13 on PATH or pyenv)")
     artifacts = tmp_path / "SharedLayer"

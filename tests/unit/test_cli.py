@@ -25,6 +25,7 @@ from a2a_serverless.cli.scaffold import (
 from a2a_serverless.functions import FlowLoadError, flow_at_init
 from a2a_serverless.local.__main__ import parse_params
 from a2a_serverless.local.template import load_template
+from tests.pythons import python313
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,26 +154,6 @@ def test_new_writes_a_project(tmp_path: Path) -> None:
     assert (project / "functions" / "stream" / "run.sh").stat().st_mode & 0o111
 
 
-def _python313() -> str | None:
-    """A working CPython 3.13's real executable (a pyenv shim may exist and not work)."""
-    candidates = [
-        shutil.which("python3.13"),
-        *map(str, Path.home().glob(".pyenv/versions/3.13*/bin/python3.13")),
-    ]
-    for candidate in filter(None, candidates):
-        done = subprocess.run(
-            [candidate, "-c", "import sys; print(sys.implementation.cache_tag, sys.executable)"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        tag, _, executable = done.stdout.strip().partition(" ")
-        if done.returncode == 0 and tag == "cpython-313":
-            return executable
-    return None
-
-
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_the_projects_makefile_ships_the_agent_with_bytecode_when_it_can(tmp_path: Path) -> None:
     project = tmp_path / "My-Agent"
@@ -191,7 +172,7 @@ def test_the_projects_makefile_ships_the_agent_with_bytecode_when_it_can(tmp_pat
     not_313.mkdir()
     (not_313 / "python3.13").write_text("#!/bin/sh\necho cpython-311\n")
     (not_313 / "python3.13").chmod(0o755)
-    python = _python313()
+    python = python313()
     paths = {"none": f"{not_313}:/usr/bin:/bin"}
     if python is not None:
         paths["3.13"] = f"{Path(python).parent}:/usr/bin:/bin"
