@@ -96,6 +96,44 @@ def test_the_local_setting_moves_expiry_earlier(monkeypatch: pytest.MonkeyPatch)
         stack.stop()
 
 
+def test_the_local_setting_scales_a_margin_beyond_retention(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ListTasks counters expire 14 days after the tasks they count: with only the shift,
+    a soak's counters (one per context) stayed 14 days, a steady leak (issue 11). Locally the
+    margin shrinks as RetentionDays did (60 s for 30 days: 14 days -> 28 s, at least 60 s);
+    so does a span shorter than RetentionDays (an expiry marker's 3 days), not gone at once."""
+    monkeypatch.setenv(ttl.LOCAL_TTL_ENV, "60")
+    stack = LocalStack(event_sources="manual").start()
+    try:
+        written = int(time.time())
+        _put(stack, "T#task", {"N": str(written + 30 * 86400)})
+        _put(stack, "O#counter", {"N": str(written + 44 * 86400)})  # 14 days more
+        _put(stack, "T#marker", {"N": str(written + 3 * 86400)})  # 3 days: 6 s locally
+        sweeper = stack.sweeper
+        assert sweeper is not None
+        sweeper.sweep(now=written)  # first sight of their TTLs
+        assert _exists(stack, "T#task") and _exists(stack, "O#counter")
+        sweeper.sweep(now=written + 5)
+        assert _exists(stack, "T#marker")
+        sweeper.sweep(now=written + 6)
+        assert not _exists(stack, "T#marker")
+        sweeper.sweep(now=written + 61)
+        assert not _exists(stack, "T#task") and _exists(stack, "O#counter")
+        sweeper.sweep(now=written + 60 + 59)  # the margin's floor: 60 s (28 s scaled)
+        assert _exists(stack, "O#counter")
+        # Refreshed (a new task of the context): its clock starts again from this sight.
+        _put(stack, "O#counter", {"N": str(written + 119 + 44 * 86400)})
+        sweeper.sweep(now=written + 119)
+        sweeper.sweep(now=written + 119 + 60 + 59)
+        assert _exists(stack, "O#counter")
+        sweeper.sweep(now=written + 119 + 60 + 60)
+        assert not _exists(stack, "O#counter")
+        assert sweeper._clocks == {}  # clocks go with their items: bounded by the table
+    finally:
+        stack.stop()
+
+
 def test_stream_records_every_mapping_read_are_trimmed(stack: LocalStack) -> None:
     assert stack.event_sources is not None and stack.sweeper is not None
     (mapping,) = [m for m in stack.event_sources.mappings if hasattr(m, "stream_arn")]
@@ -124,3 +162,45 @@ def test_records_older_than_a_day_are_trimmed_unread(stack: LocalStack) -> None:
     assert ttl.trim_stream(table, None) == 0
     assert ttl.trim_stream(table, None, now=time.time() + 24 * 3600 + 60) == 3
     assert _records(stack) == []
+
+
+def test_finished_interpreter_threads_are_forgotten(stack: LocalStack) -> None:
+    """moto's Step Functions interpreter appends the threads of every execution to a
+    module-level list it never empties (scripts/soak: ~1,000 dead threads kept per 5 minutes):
+    the sweep keeps only the ones still running or not yet started."""
+    from moto.stepfunctions.parser.utils import TMP_THREADS
+
+    sfn = stack._client("stepfunctions")
+    arn = stack.env["STATE_MACHINE_ARN"]
+    before = len(TMP_THREADS)
+    executions = [
+        sfn.start_execution(stateMachineArn=arn, input="{}")["executionArn"] for _ in range(5)
+    ]
+    deadline = time.monotonic() + 60
+    while any(sfn.describe_execution(executionArn=e)["status"] == "RUNNING" for e in executions):
+        assert time.monotonic() < deadline, "executions did not finish"
+        time.sleep(0.1)
+    assert len(TMP_THREADS) >= before + 5  # each execution left at least one thread there
+    assert stack.sweeper is not None
+    finished = [t for t in list(TMP_THREADS) if t.ident is not None and not t.is_alive()]
+    stack.sweeper.sweep()
+    assert stack.sweeper.forgotten_threads >= len(finished) > 0
+    assert not [t for t in TMP_THREADS if t.ident is not None and not t.is_alive()]
+
+
+def test_no_partition_outlives_its_items(stack: LocalStack) -> None:
+    """moto keeps a partition emptied of its last item, and adds an empty one for every key
+    read and not found (its items are a defaultdict): one per task ever written, a soak's
+    steady leak (issue 11). The local stack keeps only partitions that hold items."""
+    db = stack._client("dynamodb")
+    name = stack.env["TABLE_NAME"]
+    now = int(time.time())
+    for i in range(20):
+        _put(stack, f"T#{i}", {"N": str(now - 1)})  # expired: TTL deletes them
+        db.get_item(TableName=name, Key={"pk": {"S": f"T#missing{i}"}, "sk": {"S": "H"}})
+    db.delete_item(TableName=name, Key={"pk": {"S": "T#0"}, "sk": {"S": "X"}})  # a caller's
+    assert stack.sweeper is not None
+    stack.sweeper.sweep()
+    table = _table(stack)
+    assert stack.sweeper.deleted == 19
+    assert dict(table.items) == {}

@@ -265,6 +265,7 @@ def indexed_queries(patches: Patches) -> None:
     original_all_items = Table.all_items
     original_put = Table.put_item
     original_delete = Table.delete_item
+    original_get = Table.get_item
     original_update = DynamoDBBackend.update_item
     narrowed = threading.local()  # (table, candidate items) while that table's query runs
 
@@ -316,7 +317,18 @@ def indexed_queries(patches: Patches) -> None:
     def delete_item(table: Any, hash_key: Any, range_key: Any) -> Any:
         item = original_delete(table, hash_key, range_key)
         _reindex(table, hash_key, range_key)
+        if range_key is not None and not table.items.get(hash_key, True):
+            # moto keeps a partition emptied of its last item: one per task ever written (a
+            # soak's steady leak, issue 11). An absent partition reads the same.
+            table.items.pop(hash_key, None)
         return item
+
+    def get_item(table: Any, hash_key: Any, range_key: Any = None, *args: Any) -> Any:
+        if range_key and table.items.get(hash_key) is None:
+            # moto's `items` is a defaultdict: its lookup would add an empty partition for
+            # every key read and not found (a GetItem of an unknown task, a dedupe check).
+            return None
+        return original_get(table, hash_key, range_key, *args)
 
     def update_item(backend: Any, table_name: str, key: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -360,6 +372,7 @@ def indexed_queries(patches: Patches) -> None:
     patches.replace(Table, "query", query)
     patches.replace(Table, "put_item", put_item)
     patches.replace(Table, "delete_item", delete_item)
+    patches.replace(Table, "get_item", get_item)
     patches.replace(DynamoDBBackend, "update_item", update_item)
 
 

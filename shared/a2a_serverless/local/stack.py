@@ -255,10 +255,12 @@ class LocalStack:
                     template_resources, resolver, self.functions, self.queues, self._event_invoker
                 )
             )
+        retention_days = int(self.parameters.get("RetentionDays", 30))
         self.sweeper = Sweeper(
             self._tables,
             self._stream_read_up_to,
-            shift=local_ttl_shift(int(self.parameters.get("RetentionDays", 30))),
+            shift=local_ttl_shift(retention_days),
+            retention_seconds=retention_days * 86400,
         )
         self._ready = True
         _memory_snapshots(os.environ.get(MEMORY_SNAPSHOTS_ENV), self._stopped)

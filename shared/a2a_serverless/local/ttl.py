@@ -6,7 +6,10 @@
   in the Streams API). AWS deletes within days of expiry and ignores values more than five
   years in the past; moto never deletes. `A2A_LOCAL_TTL_SECONDS` (local only, e.g. for
   scripts/soak) makes items expire that many seconds after they were written with the
-  template's RetentionDays TTL (their expiry moved earlier by RetentionDays - that).
+  template's RetentionDays TTL (their expiry moved earlier by RetentionDays - that). An item
+  written with another span keeps it scaled as RetentionDays was: the ListTasks counters
+  (RetentionDays + 14 days, to outlive the tasks they count; else every context counter of a
+  soak stayed 14 days, a steady leak) and a task's expiry marker (3 days; else gone at once).
 - DynamoDB Streams keep a record 24 hours; moto keeps every record of the table's life.
   Records every mapping of the stream has read past are trimmed once READ_RECORDS_KEPT_SECONDS
   old (a reader of its own, a test or a developer, still finds the recent ones), and any
@@ -14,6 +17,9 @@
 - Step Functions keeps execution history 90 days; moto keeps every execution, and its
   StartExecution / DescribeExecution scan them all. Finished executions beyond the newest
   KEEP_FINISHED_EXECUTIONS per state machine are dropped.
+- moto's Step Functions interpreter appends every thread it starts (3+ per execution) to a
+  module-level list, `moto.stepfunctions.parser.utils.TMP_THREADS`, that nothing empties
+  (LocalStack, where it comes from, joins them at shutdown): finished threads are forgotten.
 
 `Sweeper` runs these every `interval` seconds in a thread of the stack (`sweep()` runs them
 once, for tests).
@@ -61,34 +67,97 @@ def _expiry(item: Any, attribute: str) -> float | None:
         return None
 
 
-def expire_items(table: Any, now: float | None = None, shift: float = 0.0) -> int:
-    """Delete the expired items of a moto table as DynamoDB TTL does; how many."""
+# An item's TTL beyond the local one by more than this is a margin item (see _local_due).
+MARGIN_SLACK_SECONDS = 1.0
+# A margin item's scaled margin is at least this: a saturated stack's stream backlog
+# (scripts/soak at 8 workers: lag p95 38 s) must not outlast a counter its removals decrement.
+LOCAL_MARGIN_FLOOR_SECONDS = 60.0
+# Item key -> (its TTL value, when a sweep first saw that value): clocks of the scaled items.
+MarginClocks = dict[tuple[Any, Any], tuple[float, float]]
+
+
+def expire_items(
+    table: Any,
+    now: float | None = None,
+    shift: float = 0.0,
+    retention_seconds: float = 0.0,
+    clocks: MarginClocks | None = None,
+) -> int:
+    """Delete the expired items of a moto table as DynamoDB TTL does; how many.
+
+    `shift` moves every expiry earlier (A2A_LOCAL_TTL_SECONDS). With `retention_seconds` (the
+    template's RetentionDays) and `clocks` (kept by the caller between sweeps, updated here),
+    an item whose TTL was set for another span than RetentionDays has that span scaled as
+    RetentionDays was (see `_local_due`)."""
     if table.ttl.get("TimeToLiveStatus") != "ENABLED" or not table.ttl.get("AttributeName"):
         return 0
     attribute = table.ttl["AttributeName"]
     now = time.time() if now is None else now
     with DYNAMODB_LOCK:
         partitions = list(table.items.values())
+    seen: MarginClocks = {}
     expired = []
     for partition in partitions:
         for item in list(partition.values()) if table.range_key_attr else [partition]:
             expiry = _expiry(item, attribute)
-            if expiry is not None and now - FIVE_YEARS_SECONDS < expiry - shift <= now:
-                expired.append((item.hash_key, item.range_key))
+            if expiry is None or not now - FIVE_YEARS_SECONDS < expiry - shift:
+                continue
+            key = (item.hash_key, item.range_key)
+            due = _local_due(key, expiry, now, shift, retention_seconds, clocks, seen)
+            if due <= now:
+                expired.append((key, expiry))
+    if clocks is not None:
+        clocks.clear()  # only the items still there keep a clock: bounded by the table
+        clocks.update(seen)
     deleted = 0
-    for hash_key, range_key in expired:
+    for (hash_key, range_key), expiry in expired:
         with DYNAMODB_LOCK:
             item = table.get_item(hash_key, range_key)
-            expiry = _expiry(item, attribute) if item is not None else None
-            if expiry is None or expiry - shift > now:
-                continue  # rewritten meanwhile with a later expiry
+            if item is None or _expiry(item, attribute) != expiry:
+                continue  # deleted, or rewritten meanwhile with another expiry
             shard = table.stream_shard
             records_before = len(shard.items) if shard is not None else 0
             table.delete_item(hash_key, range_key)
             if shard is not None and len(shard.items) > records_before:
                 shard.items[-1].record["userIdentity"] = dict(TTL_SERVICE_IDENTITY)
             deleted += 1
+        if clocks is not None:
+            clocks.pop((hash_key, range_key), None)
     return deleted
+
+
+def _local_due(
+    key: tuple[Any, Any],
+    expiry: float,
+    now: float,
+    shift: float,
+    retention_seconds: float,
+    clocks: MarginClocks | None,
+    seen: MarginClocks,
+) -> float:
+    """When the item expires locally: `expiry - shift` for a task's own item (written to
+    expire RetentionDays later). An item whose TTL was set for another span keeps that span
+    scaled as RetentionDays was (x local TTL / RetentionDays), from the first sweep that saw
+    its TTL (the write time is not in the item; that sight is a sweep interval late at most):
+    a margin item (the ListTasks counters, RetentionDays + 14 days: they outlive the tasks
+    they count) and a short-lived one (a task's expiry marker, 3 days, less than half of
+    RetentionDays; shifted, it would go at once, before the stream records it dedupes)."""
+    due = expiry - shift
+    local_ttl = retention_seconds - shift
+    if clocks is None or shift <= 0 or local_ttl <= 0:
+        return due
+    clock = clocks.get(key)
+    first_seen = clock[1] if clock is not None and clock[0] == expiry else now
+    span = expiry - first_seen
+    margin = due - first_seen - local_ttl
+    if not (margin > MARGIN_SLACK_SECONDS or 0 < span < retention_seconds / 2):
+        return due  # a task's own item, or one whose TTL has passed on AWS too
+    seen[key] = (expiry, first_seen)
+    if margin > MARGIN_SLACK_SECONDS:
+        # Not below the floor: a counter must outlive its tasks' removals through the stream.
+        scaled = max(margin * local_ttl / retention_seconds, LOCAL_MARGIN_FLOOR_SECONDS)
+        return first_seen + local_ttl + scaled
+    return first_seen + span * local_ttl / retention_seconds
 
 
 def trim_stream(
@@ -153,6 +222,22 @@ def drop_finished_executions(keep: int = KEEP_FINISHED_EXECUTIONS) -> int:
     return dropped
 
 
+def forget_finished_threads() -> int:
+    """Remove the threads that have run and ended from moto's Step Functions thread list; how
+    many. Each is removed on its own (one atomic list operation), so a thread the interpreter
+    appends meanwhile is kept; one appended but not yet started (no ident) is kept too."""
+    from moto.stepfunctions.parser.utils import TMP_THREADS
+
+    forgotten = 0
+    for thread in [t for t in list(TMP_THREADS) if t.ident is not None and not t.is_alive()]:
+        try:
+            TMP_THREADS.remove(thread)
+            forgotten += 1
+        except ValueError:
+            pass
+    return forgotten
+
+
 def _status(execution: Any) -> str:
     status = getattr(execution, "status", "RUNNING")
     return str(getattr(status, "value", status))
@@ -167,22 +252,29 @@ class Sweeper:
         stream_read_up_to: Callable[[], int | None],
         shift: float = 0.0,
         interval: float = 2.0,
+        retention_seconds: float = 0.0,
     ) -> None:
         self._tables = tables
         self._read_up_to = stream_read_up_to
         self.shift = shift
+        self.retention_seconds = retention_seconds
+        self._clocks: MarginClocks = {}  # one table per stack (several would need one each)
         self.interval = interval
         self.deleted = 0
         self.trimmed = 0
         self.dropped_executions = 0
+        self.forgotten_threads = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def sweep(self, now: float | None = None) -> None:
         for table in self._tables():
-            self.deleted += expire_items(table, now, self.shift)
+            self.deleted += expire_items(
+                table, now, self.shift, self.retention_seconds, self._clocks
+            )
             self.trimmed += trim_stream(table, self._read_up_to(), now)
         self.dropped_executions += drop_finished_executions()
+        self.forgotten_threads += forget_finished_threads()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="local-ttl-sweeper", daemon=True)
