@@ -135,17 +135,24 @@ def test_get_subscribe_at_an_interruption_follows_the_next_turn(http: httpx.Clie
 # -- errors, before any stream bytes -------------------------------------------------------------
 
 
+def refused_as_post_is(
+    client: httpx.Client, path: str, code: int, status: str, reason: str
+) -> None:
+    """GET `path` is refused with this code, status and reason, byte for byte as POST is."""
+    got, error = error_before_stream(client, "GET", path)
+    assert got == code
+    assert error["status"] == status
+    assert reason_of(error) == reason
+    assert (got, error) == error_before_stream(client, "POST", path)
+
+
 @pytest.mark.parametrize("text", ["finished", "broken [fail]", "no [reject]"])
 def test_get_subscribe_to_a_terminal_task_is_refused_as_post_is(
     http: httpx.Client, text: str
 ) -> None:
     task = finished(http, text)
     path = f"/tasks/{task['id']}:subscribe"
-    code, error = error_before_stream(http, "GET", path)
-    assert code == 400
-    assert error["status"] == "FAILED_PRECONDITION"
-    assert reason_of(error) == "UNSUPPORTED_OPERATION"
-    assert (code, error) == error_before_stream(http, "POST", path)
+    refused_as_post_is(http, path, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION")
 
 
 def test_get_subscribe_to_an_unknown_or_foreign_task_is_not_found(
@@ -156,11 +163,7 @@ def test_get_subscribe_to_an_unknown_or_foreign_task_is_not_found(
     assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     for who, task_id in ((owner, str(uuid.uuid4())), (intruder, paused["id"])):
         path = f"/tasks/{task_id}:subscribe"
-        code, error = error_before_stream(who, "GET", path)
-        assert code == 404
-        assert error["status"] == "NOT_FOUND"
-        assert reason_of(error) == "TASK_NOT_FOUND"
-        assert (code, error) == error_before_stream(who, "POST", path)
+        refused_as_post_is(who, path, 404, "NOT_FOUND", "TASK_NOT_FOUND")
 
 
 def test_get_task_is_still_a_plain_json_answer(http: httpx.Client) -> None:
