@@ -152,6 +152,13 @@ class Settings(BaseModel):
         "(template: PushSlowSeconds): a slower webhook is parked like a failing one (its queued "
         "retries get PUSH_CONNECT_TIMEOUT / PUSH_READ_TIMEOUT).",
     )
+    push_penalty_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="How long an owner whose webhook was parked (failing or slower than "
+        "PUSH_SLOW_SECONDS) has all its webhooks parked at once, with no direct attempt on the "
+        "stream's time (0: never).",
+    )
     push_batch_deadline_seconds: float = Field(
         30.0,
         gt=0,

@@ -163,6 +163,7 @@ def get_webhook_sender() -> WebhookSender:
             dead_letter_queue_url=settings.push_dead_letter_queue_url,
             slow_seconds=settings.push_slow_seconds,
             batch_deadline_seconds=settings.push_batch_deadline_seconds,
+            penalty_seconds=settings.push_penalty_seconds,
         ),
     )
 

@@ -347,11 +347,20 @@ def test_a_recovering_webhook_gets_everything_in_order(
     assert queue_depth(stack.queues["PushRetryQueue"]) == 0
 
 
+@pytest.mark.parametrize("penalty", ["0", "300"])
 def test_a_recovered_webhook_is_unparked_and_later_events_go_directly(
-    stack: LocalStack, webhooks: Webhooks
+    monkeypatch: pytest.MonkeyPatch, webhooks: Webhooks, penalty: str
 ) -> None:
     """Once the queue has delivered the last event it held, the webhook leaves the queue
-    path: the next turn's events are POSTed by the stream batch itself, still in order."""
+    path: the next turn's events are POSTed by the stream batch itself, still in order —
+    once its owner's penalty is over (PUSH_PENALTY_SECONDS; until then they are queued
+    again, still in order; the penalty's span is tests/integration/test_sender.py's)."""
+    monkeypatch.setattr(events, "RETRY_PAUSE_SECONDS", 0.0)
+    with push_stack(PUSH_PENALTY_SECONDS=penalty) as stack:
+        _recovered_webhook(stack, webhooks, penalized=penalty != "0")
+
+
+def _recovered_webhook(stack: LocalStack, webhooks: Webhooks, penalized: bool) -> None:
     task_id = start_task(webhooks.hook("back", failing_first(3)), "ask me [input]")
     pump_stream(stack)
     assert parked(task_id)
@@ -374,8 +383,12 @@ def test_a_recovered_webhook_is_unparked_and_later_events_go_directly(
     wiring.get_service().send_message(OWNER, answer)
     invocations = queue.invocations
     pump_stream(stack)
+    if penalized:
+        assert parked(task_id)
+        assert pump_queue(stack).invocations > invocations  # queued again
+    else:
+        assert pump_queue(stack).invocations == invocations  # nothing went through the queue
     assert webhooks.delivered("back") == events_of(stack, task_id)  # both turns, in order
-    assert pump_queue(stack).invocations == invocations  # nothing went through the queue
     assert not parked(task_id)
 
 
@@ -521,9 +534,12 @@ def _first_delivery_seconds(webhooks: Webhooks, name: str) -> float:
     return webhooks.posts_to(name)[0].at - sent
 
 
-def _hostile_turn(webhooks: Webhooks, round_: int, delay: float) -> None:
+def _hostile_turn(webhooks: Webhooks, round_: int, delay: float, retry_queue: str) -> list[str]:
     """Another owner's task with the most configs allowed (10), each answering 200 after
-    `delay` seconds, gets a new turn (several events) now."""
+    `delay` seconds, gets a new turn (several events) now. Returns once its stream batch is
+    in flight: the first of its POSTs has arrived (the batch waits on the answers) or, once
+    the owner is penalized, the first of its events is on the retry queue (the batch is
+    parking its webhooks). Returns the webhooks' names."""
     service, push = wiring.get_service(), wiring.get_push()
     task = service.send_message("mallory", _message("ask me [input]")).task
     assert task is not None and task.id
@@ -533,13 +549,17 @@ def _hostile_turn(webhooks: Webhooks, round_: int, delay: float) -> None:
             and r.state.value.endswith("INPUT_REQUIRED")
         )
     )
-    for n in range(10):
-        url = webhooks.hook(f"hostile-{round_}-{n}", lambda _n: (delay, 200))
+    hooks = [f"hostile-{round_}-{n}" for n in range(10)]
+    for name in hooks:
+        url = webhooks.hook(name, lambda _n: (delay, 200))
         push.create("mallory", task.id, TaskPushNotificationConfig(url=url))
     service.send_message("mallory", _message("the answer", task.id, task.context_id))
-    # In flight: the first of its POSTs has arrived (the batch is waiting on the answers).
-    hooks = [f"hostile-{round_}-{n}" for n in range(10)]
-    wait_for(lambda: any(webhooks.posts_to(h) for h in hooks), timeout=10, interval=0.005)
+    wait_for(
+        lambda: any(webhooks.posts_to(h) for h in hooks) or queue_depth(retry_queue) > 0,
+        timeout=10,
+        interval=0.005,
+    )
+    return hooks
 
 
 # A quiet first delivery on AWS: Lambda polls a stream shard 4 times a second (0-0.25 s wait),
@@ -552,6 +572,8 @@ ROUNDS = 5
 # turn behind them (as many again), all serialized by moto's locks: 0.2-0.6 s each measured on
 # a loaded 2-core machine; tens of ms on AWS, where the calls of the lanes run side by side.
 PARKING_MARGIN = 1.0
+# A penalized owner's batch parks its webhooks without POSTing: the same bookkeeping, once.
+PENALIZED_PARKING_MARGIN = 0.3
 
 
 def _stream_idle(stack: LocalStack, stream: StreamMapping) -> None:
@@ -588,30 +610,32 @@ def _polling_stream(**env: str) -> Iterator[tuple[LocalStack, StreamMapping]]:
             stream.stop()
 
 
-def test_slow_webhooks_of_one_owner_delay_another_owners_first_delivery_by_one_threshold(
+def test_a_hostile_owners_slow_webhooks_delay_another_owners_first_delivery_once(
     webhooks: Webhooks,
 ) -> None:
     """Issue 11: 10 configs answering after 8 s once took another owner's first delivery from
     ~0.5 s to ~480 s (posted one after another, each slow answer waited out). Measured here
-    five times each way (medians), hostile webhooks answering after 3 s.
+    with a hostile owner present throughout: each round it makes a new task with 10 new
+    webhooks answering after 3 s and starts a turn, and another owner's task is sent while
+    the hostile batch is in flight.
 
-    The bound the design gives: the stream mapping runs one batch per shard at a time (the
-    template's ParallelizationFactor is 1, see tests/template/test_push_parallelization.py:
-    with more, AWS keeps order per item only and a task's events would reach its webhooks out
-    of order). So a quiet owner's event that arrives while the hostile batch is in flight waits
-    for that batch: its slow webhooks' inline attempts run side by side and give up after one
-    slow threshold, then they are parked. The wait is at most one threshold plus parking,
-    whatever the hostile webhooks' delay or number: noisy <= quiet + threshold + parking, which
-    is asserted. The ratio is therefore about 1 + threshold / quiet: the threshold here is the
-    default scaled by this stack's quiet first delivery over AWS's (AWS_QUIET_SECONDS), the
-    same proportion as deployed, and the ratio is printed (5-6 here: parking ten webhooks
-    goes through moto's lock, ~0.5 s locally, tens of ms on AWS).
+    The stream mapping runs one batch per shard at a time (the template's
+    ParallelizationFactor is 1, see tests/template/test_push_parallelization.py: with more,
+    AWS keeps order per item only and a task's events would reach its webhooks out of order),
+    so the other owner's event waits for the hostile batch. The first time, its slow webhooks'
+    direct attempts run side by side and give up after one slow threshold, then they are
+    parked: the wait is at most one threshold plus parking, whatever their delay or number
+    (asserted). From then on the owner is penalized (PUSH_PENALTY_SECONDS): its webhooks are
+    parked without a direct attempt (asserted: none of them is POSTed on the stream's time),
+    and the other owner's first delivery stays within 2x of the quiet case (the median of the
+    later rounds, asserted with the local stack's parking margin; printed).
 
-    Only the stream mapping polls (in its thread, at Lambda's cadence): the first delivery is
-    its job. The parked hostile events pile up on the retry queue, whose consumer runs in
-    other invocations in AWS; here moto's FIFO receive gets slower with every queued message
-    and would tax the whole process, which is not what is measured (nor is the pile-up: the
-    queue is emptied after each round)."""
+    The threshold is the default scaled by this stack's quiet first delivery over AWS's
+    (AWS_QUIET_SECONDS), the same proportion as deployed. Only the stream mapping polls (in
+    its thread, at Lambda's cadence): the first delivery is its job. The parked hostile events
+    pile up on the retry queue, whose consumer runs in other invocations in AWS; here moto's
+    FIFO receive gets slower with every queued message and would tax the whole process, which
+    is not what is measured (nor is the pile-up: the queue is emptied after each round)."""
     delay = 3.0
     quiet = _quiet_rounds(webhooks)
     quiet_median = statistics.median(quiet)
@@ -619,22 +643,26 @@ def test_slow_webhooks_of_one_owner_delay_another_owners_first_delivery_by_one_t
     slow = round(default * quiet_median / AWS_QUIET_SECONDS, 3)
     noisy = []
     with _polling_stream(PUSH_SLOW_SECONDS=str(slow)) as (stack, stream):
-        for round_ in range(ROUNDS):
-            _hostile_turn(webhooks, round_, delay=delay)
+        retry_queue = stack.queues["PushRetryQueue"]
+        for round_ in range(ROUNDS + 1):
+            hooks = _hostile_turn(webhooks, round_, delay, retry_queue)
             noisy.append(_first_delivery_seconds(webhooks, f"noisy-{round_}"))
             _stream_idle(stack, stream)
-            # The hostile webhooks were parked: their events queued. Emptied for the next
-            # round: moto's SQS calls slow down with every queued message.
-            assert len(take_all(stack.queues["PushRetryQueue"])) >= 10
-    noisy_median = statistics.median(noisy)
+            if round_ > 0:  # penalized: parked at once, never POSTed on the stream's time
+                assert not any(webhooks.posts_to(h) for h in hooks), round_
+            # Its events were queued. Emptied for the next round: moto's SQS calls slow down
+            # with every queued message.
+            assert len(take_all(retry_queue)) >= 10
+    first, later = noisy[0], statistics.median(noisy[1:])
     print(
         f"\nfirst delivery, quiet: {sorted(round(q, 3) for q in quiet)} s; with a hostile "
-        f"owner (threshold {slow} s): {sorted(round(n, 3) for n in noisy)} s; "
-        f"median ratio {noisy_median / quiet_median:.2f}"
+        f"owner (threshold {slow} s): first offence {first:.3f} s, then "
+        f"{sorted(round(n, 3) for n in noisy[1:])} s; median ratio {later / quiet_median:.2f}"
     )
     # Unfixed, the quiet owner waited out the hostile answers (3 s each, one after another).
     assert max(noisy) < delay, (quiet, noisy)
-    assert noisy_median <= quiet_median + slow + PARKING_MARGIN, (quiet, noisy, slow)
+    assert first <= quiet_median + slow + PARKING_MARGIN, (quiet, noisy, slow)
+    assert later <= 2 * quiet_median + PENALIZED_PARKING_MARGIN, (quiet, noisy)
 
 
 # -- the per-task config cap ------------------------------------------------------------------

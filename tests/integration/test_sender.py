@@ -22,11 +22,13 @@ from a2a_serverless.models import (
 )
 from a2a_serverless.push.delivery import DeliveryResult
 from a2a_serverless.push.sender import (
+    PenaltyBox,
     SenderConfig,
     StreamEvent,
     WebhookSender,
     webhook_headers,
 )
+from tests.contract.cases import create
 
 OK = DeliveryResult(status=200, retryable=False, error=None)
 DOWN = DeliveryResult(status=503, retryable=True, error="HTTP 503")
@@ -245,3 +247,56 @@ def test_a_parked_webhooks_events_of_a_batch_are_queued_in_order_in_few_calls(
             seqs.append(json.loads(message["Body"])["seq"])
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
     assert seqs == list(range(1, 13))
+
+
+def test_an_owner_whose_webhook_was_parked_has_its_webhooks_parked_at_once_for_a_while(
+    stack: LocalStack, queue_url: str
+) -> None:
+    """Issue 11: each new slow webhook costs the stream shard one slow threshold before it is
+    parked; an owner who keeps making new ones (new tasks, new configs) is penalized instead:
+    while penalized, its webhooks are parked without a direct POST, other owners' are not, and
+    when the penalty is over its webhooks go directly again."""
+    store = wiring.get_store()
+    first, second, later = (create(store, "mallory").task_id for _ in range(3))
+    alice = create(store, "alice").task_id
+    for task_id in (first, second, later, alice):
+        store.put_push_config(_config(task_id))
+    now = [100.0]
+    receiver = Receiver([DOWN, DOWN])  # mallory's first webhook fails both direct attempts
+    sender = _sender(queue_url, receiver)
+    sender.penalty = PenaltyBox(60, clock=lambda: now[0])
+
+    def batch(*task_ids: str) -> None:
+        events = [StreamEvent(t, 1, _body(t, TaskState.WORKING)) for t in task_ids]
+        configs = {t: store.list_push_configs(t) for t in task_ids}
+        assert sender.deliver_stream_batch(events, configs, deadline=float("inf")) == {}
+
+    batch(first)
+    assert len(receiver.calls) == 2 and "mallory" in sender.penalty
+    batch(second, alice)  # mallory's other task: parked at once; alice's: posted
+    assert len(receiver.calls) == 3 and b'"' + alice.encode() in receiver.calls[2][1]
+    assert store.list_push_configs(second) == [(_config(second), True)]
+    assert sorted(m["taskId"] for m in _queued(queue_url)) == sorted([first, second])
+    now[0] += 61  # the penalty is over: direct again
+    assert "mallory" not in sender.penalty and not sender.penalty.active()
+    batch(later)
+    assert len(receiver.calls) == 4 and later.encode() in receiver.calls[3][1]
+    assert store.list_push_configs(later) == [(_config(later), False)]
+
+
+def test_the_penalty_box_forgets_the_oldest_owners_past_its_capacity() -> None:
+    now = [0.0]
+    box = PenaltyBox(10, clock=lambda: now[0], capacity=2)
+    box.penalize("a")
+    now[0] = 1
+    box.penalize("b")
+    box.penalize("c")  # over capacity: "a", penalized first, is forgotten
+    assert "a" not in box and "b" in box and "c" in box
+    now[0] = 5
+    box.penalize("b")  # penalized again: its time starts over (until 15; "c" until 11)
+    now[0] = 12
+    assert box.active() and "b" in box and "c" not in box
+    assert not PenaltyBox(0).active()
+    off = PenaltyBox(0)
+    off.penalize("a")  # 0 s: never penalized
+    assert "a" not in off

@@ -172,6 +172,43 @@ def fifo_groups_in_order(patches: Patches) -> None:
     patches.replace(SQSBackend, "receive_message", receive_message)
 
 
+_SENDING = threading.local()
+
+
+def cheap_queue_sends(patches: Patches) -> None:
+    """moto reads a queue's `attributes` six times per message sent (to learn whether the queue
+    deduplicates by content), and that property counts every message of the queue (visible,
+    in flight, delayed), each count taking the time per message: a send costs O(queued) and
+    a SendMessageBatch of 10 to a queue holding a few hundred messages ~0.1 s. While a send
+    runs, the counts (which it never reads) are 0; GetQueueAttributes still counts."""
+    from moto.sqs.models import Queue, SQSBackend
+
+    for name in (
+        "approximate_number_of_messages",
+        "approximate_number_of_messages_not_visible",
+        "approximate_number_of_messages_delayed",
+    ):
+        counted = getattr(Queue, name)
+
+        def count(queue: Any, counted: Any = counted) -> int:
+            return 0 if getattr(_SENDING, "active", False) else int(counted.fget(queue))
+
+        patches.replace(Queue, name, property(count))
+
+    for name in ("send_message", "send_message_batch"):
+        send = getattr(SQSBackend, name)
+
+        def sending(backend: Any, *args: Any, send: Any = send, **kwargs: Any) -> Any:
+            outer = getattr(_SENDING, "active", False)
+            _SENDING.active = True
+            try:
+                return send(backend, *args, **kwargs)
+            finally:
+                _SENDING.active = outer
+
+        patches.replace(SQSBackend, name, sending)
+
+
 def lambda_invoke(
     patches: Patches,
     invoke: Callable[[str, Any, Any], str],

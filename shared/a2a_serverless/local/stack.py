@@ -209,6 +209,7 @@ class LocalStack:
         moto_patches.parsed_definitions_kept(self._patches)
         moto_patches.shared_state_machine_clients(self._patches)
         moto_patches.fifo_groups_in_order(self._patches)
+        moto_patches.cheap_queue_sends(self._patches)
         template_resources = self.template["Resources"]
         resolver = self.resolver = Resolver(
             {**self.parameters, "AWS::Region": REGION, "AWS::AccountId": ACCOUNT},

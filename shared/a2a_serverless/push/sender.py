@@ -8,7 +8,9 @@ Two event sources feed it (template.yaml):
   *parked*: this and all its later events go to a FIFO queue, one message group per task
   and config, so its order is kept while it is retried (with the full read timeout), and it
   never holds back other tasks' deliveries. Past the batch's deadline, lanes park instead
-  of POSTing.
+  of POSTing. An owner whose webhook was parked for failing or being slow is *penalized* for a
+  while: all its webhooks are parked at once (no direct attempt), so one owner's webhooks
+  hold the shard for at most one slow threshold, not one per new task or config.
 - that FIFO queue: one delivery attempt per message; a retryable failure is counted on the
   config item, backs off (visibility timeout, growing with the count) and reports the message
   failed, which holds its group; after PushMaxAttempts failed attempts the sender moves it to
@@ -29,6 +31,7 @@ import logging
 import random
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -66,6 +69,53 @@ class _Lane:
     config: TaskPushNotificationConfig
     parked: bool  # as read at the start of the batch
     events: list[tuple[int, StreamEvent]]
+    penalized: bool = False  # its owner's webhooks were parked recently: park, do not POST
+
+
+class PenaltyBox:
+    """Owners whose webhooks were parked (failing or slow) recently, until when.
+
+    Each new slow webhook costs the stream shard one slow threshold before it is parked; an
+    owner who keeps creating them (new tasks, new configs) would cost that again and again. A
+    penalized owner's webhooks go to the retry queue at once, still in order and with the full
+    timeouts, so they are delivered, only not on the shard's time. Kept in the sender's memory:
+    the stream mapping runs one batch per shard at a time, mostly in the same warm execution
+    environment; a fresh environment starts with an empty box (one threshold more at worst).
+    Bounded: the owners penalized longest ago are forgotten first."""
+
+    def __init__(
+        self,
+        seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        capacity: int = 10_000,
+    ) -> None:
+        self.seconds = seconds
+        self.clock = clock
+        self.capacity = capacity
+        self._until: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def penalize(self, owner: str) -> None:
+        if self.seconds <= 0:
+            return
+        with self._lock:
+            self._until.pop(owner, None)
+            self._until[owner] = self.clock() + self.seconds
+            while len(self._until) > self.capacity:
+                self._until.popitem(last=False)
+
+    def active(self) -> bool:
+        """Whether anyone is penalized now (forgets the owners whose time is up)."""
+        now = self.clock()
+        with self._lock:
+            while self._until and next(iter(self._until.values())) <= now:
+                self._until.popitem(last=False)
+            return bool(self._until)
+
+    def __contains__(self, owner: object) -> bool:
+        with self._lock:
+            until = self._until.get(owner) if isinstance(owner, str) else None
+        return until is not None and until > self.clock()
 
 
 class _Payloads:
@@ -120,6 +170,8 @@ class SenderConfig:
     batch_deadline_seconds: float = field(
         default_factory=lambda: get_settings().push_batch_deadline_seconds
     )
+    # How long an owner whose webhook was parked has all its webhooks parked at once (0: never).
+    penalty_seconds: float = field(default_factory=lambda: get_settings().push_penalty_seconds)
 
 
 Post = Callable[..., DeliveryResult]
@@ -157,6 +209,32 @@ class WebhookSender:
         self.sleep = sleep
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self.penalty = PenaltyBox(config.penalty_seconds)
+        # Task id -> owner (it never changes), read only while someone is penalized or when a
+        # webhook is parked; bounded like the box.
+        self._owners: OrderedDict[str, str] = OrderedDict()
+        self._owners_lock = threading.Lock()
+
+    def owner_of(self, task_id: str) -> str | None:
+        with self._owners_lock:
+            owner = self._owners.get(task_id)
+        if owner is not None:
+            return owner
+        record = self.store.get_record(task_id)
+        if record is None:
+            return None
+        with self._owners_lock:
+            self._owners[task_id] = record.owner
+            while len(self._owners) > self.penalty.capacity:
+                self._owners.popitem(last=False)
+        return record.owner
+
+    def _penalize_owner_of(self, task_id: str) -> None:
+        if self.config.penalty_seconds <= 0:
+            return
+        owner = self.owner_of(task_id)
+        if owner is not None:
+            self.penalty.penalize(owner)
 
     def _lane_pool(self) -> ThreadPoolExecutor:
         """The lanes' threads, one pool for the sender's life: a warm environment reuses them
@@ -255,6 +333,14 @@ class WebhookSender:
         failures: dict[int, Exception] = {}
         if not lanes:
             return failures
+        if self.penalty.active():
+            penalized = {
+                task_id
+                for task_id in {t for t, _ in lanes}
+                if self.owner_of(task_id) in self.penalty
+            }
+            for (task_id, _), lane in lanes.items():
+                lane.penalized = task_id in penalized
         payloads = _Payloads(self)
         ordered = sorted(lanes, key=rank.__getitem__)
         pool = self._lane_pool()
@@ -290,6 +376,10 @@ class WebhookSender:
                         parked = False  # the queue drained it meanwhile: direct again
                         parked_now.clear()
                     rest = [e.seq for _, e in lane.events[position:]]
+                    if lane.penalized:
+                        why = "its owner's webhooks were slow or failing recently"
+                        self._park(event.task_id, config_id, rest, parked_now, why, penalized=True)
+                        return {}
                     self._deliver_to(
                         event, lane.config, False, parked_now, payloads, deadline, rest
                     )
@@ -358,6 +448,7 @@ class WebhookSender:
             )
             return
         self._park(task_id, config_id, queued, parked_now, result.error or "failed")
+        self._penalize_owner_of(task_id)
 
     def _park(
         self,
@@ -366,11 +457,17 @@ class WebhookSender:
         seqs: list[int],
         parked_now: set[tuple[str, str]],
         why: str,
+        penalized: bool = False,
     ) -> None:
         """Park the webhook and queue `seqs` (in order) behind it: parked through the last,
         so the queue cannot unpark it before it has delivered them all."""
-        logger.warning(
-            "webhook %s of task %s: %s; parking it on the retry queue", config_id, task_id, why
+        # A penalized owner's parkings are expected (one per lane and batch): not warnings.
+        logger.log(
+            logging.INFO if penalized else logging.WARNING,
+            "webhook %s of task %s: %s; parking it on the retry queue",
+            config_id,
+            task_id,
+            why,
         )
         self.store.park_push_config(task_id, config_id, seqs[-1])
         parked_now.add((task_id, config_id))
