@@ -33,7 +33,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +69,6 @@ class _Lane:
     config: TaskPushNotificationConfig
     parked: bool  # as read at the start of the batch
     events: list[tuple[int, StreamEvent]]
-    penalized: bool = False  # its owner's webhooks were parked recently: park, do not POST
 
 
 class PenaltyBox:
@@ -333,19 +332,19 @@ class WebhookSender:
         failures: dict[int, Exception] = {}
         if not lanes:
             return failures
+        penalized: set[tuple[str, str]] = set()
         if self.penalty.active():
-            penalized = {
-                task_id
-                for task_id in {t for t, _ in lanes}
-                if self.owner_of(task_id) in self.penalty
-            }
-            for (task_id, _), lane in lanes.items():
-                lane.penalized = task_id in penalized
+            owners = {task_id: self.owner_of(task_id) for task_id in {t for t, _ in lanes}}
+            penalized = {key for key in lanes if owners[key[0]] in self.penalty}
         payloads = _Payloads(self)
         ordered = sorted(lanes, key=rank.__getitem__)
         pool = self._lane_pool()
-        # A context copy per lane: log keys and metrics of the invocation reach the thread.
-        futures = [
+        # A context copy per job: log keys and metrics of the invocation reach the thread.
+        futures: list[Future[dict[int, Exception]]] = []
+        if penalized:
+            boxed = [lanes[key] for key in ordered if key in penalized]
+            futures.append(pool.submit(contextvars.copy_context().run, self._park_all, boxed))
+        futures += [
             pool.submit(
                 contextvars.copy_context().run,
                 self._run_lane,
@@ -354,9 +353,49 @@ class WebhookSender:
                 payloads,
             )
             for key in ordered
+            if key not in penalized
         ]
         for future in futures:
             failures.update(future.result())
+        return failures
+
+    def _park_all(self, lanes: list[_Lane]) -> dict[int, Exception]:
+        """A penalized owner's lanes, parked without a POST: each webhook is marked parked
+        through its last event of the batch (or, still parked, has them queued behind), then
+        all the events are queued together, ten to a SendMessageBatch (entries of several
+        groups share a call, each group's in order): the shard's time such an owner takes is
+        one write per webhook and a call per ten events."""
+        failures: dict[int, Exception] = {}
+        queued: list[_Lane] = []
+        messages: list[tuple[str, str, int]] = []
+        for lane in lanes:
+            first_index, first = lane.events[0]
+            config_id = lane.config.id or ""
+            seqs = [event.seq for _, event in lane.events]
+            try:
+                if not (
+                    lane.parked and self.store.queue_behind(first.task_id, config_id, seqs[-1])
+                ):
+                    self.store.park_push_config(first.task_id, config_id, seqs[-1])
+            except Exception as exc:
+                logger.exception("parking webhook %s of task %s failed", config_id, first.task_id)
+                failures[first_index] = exc
+                continue
+            queued.append(lane)
+            messages += [(first.task_id, config_id, seq) for seq in seqs]
+        if not messages:
+            return failures
+        logger.info(
+            "%s webhooks of penalized owners (slow or failing recently) parked: %s events queued",
+            len(queued),
+            len(messages),
+        )
+        try:
+            self._send(messages)
+        except Exception as exc:  # the stream records are retried; SQS drops the copies
+            logger.exception("queueing the events of penalized owners' webhooks failed")
+            for lane in queued:
+                failures.setdefault(lane.events[0][0], exc)
         return failures
 
     def _run_lane(self, lane: _Lane, deadline: float, payloads: _Payloads) -> dict[int, Exception]:
@@ -376,10 +415,6 @@ class WebhookSender:
                         parked = False  # the queue drained it meanwhile: direct again
                         parked_now.clear()
                     rest = [e.seq for _, e in lane.events[position:]]
-                    if lane.penalized:
-                        why = "its owner's webhooks were slow or failing recently"
-                        self._park(event.task_id, config_id, rest, parked_now, why, penalized=True)
-                        return {}
                     self._deliver_to(
                         event, lane.config, False, parked_now, payloads, deadline, rest
                     )
@@ -457,17 +492,11 @@ class WebhookSender:
         seqs: list[int],
         parked_now: set[tuple[str, str]],
         why: str,
-        penalized: bool = False,
     ) -> None:
         """Park the webhook and queue `seqs` (in order) behind it: parked through the last,
         so the queue cannot unpark it before it has delivered them all."""
-        # A penalized owner's parkings are expected (one per lane and batch): not warnings.
-        logger.log(
-            logging.INFO if penalized else logging.WARNING,
-            "webhook %s of task %s: %s; parking it on the retry queue",
-            config_id,
-            task_id,
-            why,
+        logger.warning(
+            "webhook %s of task %s: %s; parking it on the retry queue", config_id, task_id, why
         )
         self.store.park_push_config(task_id, config_id, seqs[-1])
         parked_now.add((task_id, config_id))
@@ -500,10 +529,18 @@ class WebhookSender:
         )
 
     def enqueue_many(self, task_id: str, config_id: str, seqs: list[int]) -> None:
-        """Queue events of one (task, config) in order: SQS enqueues a FIFO batch's messages
-        in the order sent. A failed entry fails the lot (the stream record is retried; the
-        deduplication ids drop what did go through)."""
-        for start in range(0, len(seqs), 10):
+        """Queue events of one (task, config) in order."""
+        self._send([(task_id, config_id, seq) for seq in seqs])
+
+    def _send(self, messages: list[tuple[str, str, int]]) -> None:
+        """Queue (task, config, seq) messages, ten to a call: SQS enqueues a FIFO batch's
+        messages in the order sent, so each group's stay in order. A failed entry fails the
+        lot (the stream record is retried; the deduplication ids drop what did go through)."""
+        for start in range(0, len(messages), 10):
+            chunk = messages[start : start + 10]
+            if len(chunk) == 1:
+                self.enqueue(*chunk[0])
+                continue
             entries = [
                 {
                     "Id": str(i),
@@ -512,17 +549,14 @@ class WebhookSender:
                     ),
                     **fifo_ids(task_id, config_id, seq),
                 }
-                for i, seq in enumerate(seqs[start : start + 10])
+                for i, (task_id, config_id, seq) in enumerate(chunk)
             ]
-            if len(entries) == 1:
-                self.enqueue(task_id, config_id, seqs[start])
-                continue
             sent = self.sqs.send_message_batch(
                 QueueUrl=self.config.retry_queue_url, Entries=entries
             )
             if sent.get("Failed"):
                 codes = sorted({str(f.get("Code")) for f in sent["Failed"]})
-                raise RuntimeError(f"queueing events of webhook {config_id} failed: {codes}")
+                raise RuntimeError(f"queueing webhook events failed: {codes}")
 
     # -- queue path ------------------------------------------------------------------------
 
