@@ -18,10 +18,11 @@ moto server) against `import boto3; boto3.client('dynamodb')` plus one call. The
 throughput and stream figures come from scripts/bench_local.py.
 
 Usage: scripts/bench [--json FILE] [--skip-cold-start] [--skip-local] [--quick] [--cost-doc]
-                     [--write-docs]
+                     [--write-docs] [--only-cold-start] [--repeats N]
 
 --cost-doc rewrites the measured section of docs/cost.md; --write-docs also measures SSE
 emit->receive latency (the e2e latency test) and writes docs/stream-latency.md.
+--only-cold-start measures the cold starts alone (with --repeats N pairs per function).
 """
 
 from __future__ import annotations
@@ -1377,6 +1378,10 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--skip-cold-start", action="store_true")
+    parser.add_argument(
+        "--only-cold-start", action="store_true", help="the cold-start phase only (no units, $)"
+    )
+    parser.add_argument("--repeats", type=int, help="cold-start pairs per function (default 3)")
     parser.add_argument("--skip-local", action="store_true", help="no scripts/bench_local.py")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller runs")
     parser.add_argument("--cost-doc", action="store_true", help=f"rewrite tables in {COST_DOC}")
@@ -1384,9 +1389,12 @@ def main() -> int:
         "--write-docs", action="store_true", help=f"also measure and write {LATENCY_DOC}"
     )
     args = parser.parse_args()
-    cost = cost_phase()
-    cold = None if args.skip_cold_start else cold_start(repeats=1 if args.quick else 3)
-    local = None if args.skip_local else local_phase(args.quick)
+    if args.only_cold_start and (args.skip_cold_start or args.cost_doc):
+        parser.error("--only-cold-start measures no units: not with --skip-cold-start/--cost-doc")
+    cost = {} if args.only_cold_start else cost_phase()
+    repeats = args.repeats or (1 if args.quick else 3)
+    cold = None if args.skip_cold_start else cold_start(repeats=repeats)
+    local = None if args.skip_local or args.only_cold_start else local_phase(args.quick)
     report = build_report(cost, cold, local)
     print(render_text(report))
     if args.json:

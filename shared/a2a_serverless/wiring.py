@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from a2a_serverless.core.card import CardFactory
     from a2a_serverless.core.card_signing import CardSigner
     from a2a_serverless.core.egress import EgressPolicy
-    from a2a_serverless.core.executor import StepFunctionsExecutor
+    from a2a_serverless.core.executor import StepFunctionsExecutor, TurnContext
     from a2a_serverless.core.push import PushService
     from a2a_serverless.core.service import A2AService
     from a2a_serverless.flows.base import Flow
@@ -47,7 +48,40 @@ def _aws_session() -> Any:
         import botocore.session  # imported here: the card function never needs it
 
         _botocore_session = botocore.session.get_session()
+        _check_service_names_alone(_botocore_session)
     return _botocore_session
+
+
+class _ServiceNames:
+    """What botocore's `Loader.list_available_services(type_name)` answers, for its one use
+    on the client path: `name in` it (load_service_model's unknown-service check). botocore
+    lists all ~450 service directories to answer it, once for the service model and once for
+    the endpoint rules (~19 ms of CPU per cold start); this looks in the asked service's
+    directory only, with `list_api_versions` (cached, and what load_service_model calls
+    next anyway): a service is there when one of its API versions has the file, as in
+    botocore's scan. Iterating it is botocore's full list."""
+
+    def __init__(self, loader: Any, full: Callable[[str], list[str]], type_name: str) -> None:
+        self._loader, self._full, self._type_name = loader, full, type_name
+
+    def __contains__(self, name: object) -> bool:
+        from botocore.exceptions import DataNotFoundError
+
+        try:
+            return bool(self._loader.list_api_versions(name, self._type_name))
+        except DataNotFoundError:
+            return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._full(self._type_name))
+
+
+def _check_service_names_alone(session: Any) -> None:
+    """Only on this module's own session: boto3's default session (the local stack, tests)
+    keeps botocore's own loader."""
+    loader = session.get_component("data_loader")
+    full = loader.list_available_services
+    loader.list_available_services = lambda type_name: _ServiceNames(loader, full, type_name)
 
 
 def aws_client(service: str, settings: Settings) -> Any:
@@ -93,6 +127,18 @@ def get_executor() -> StepFunctionsExecutor:
     return StepFunctionsExecutor(aws_client("stepfunctions", settings), settings.state_machine_arn)
 
 
+class _ExecutorOnFirstStart:
+    """The service's executor: the Step Functions client is made by the first `start`
+    (get_executor), not when the service is built. GetTask and ListTasks never start an
+    execution; the functions that do (SendMessage, Stream) build it at their init anyway
+    (`prewarm(get_executor)` in their create())."""
+
+    def start(
+        self, task_id: str, turn: int, context: TurnContext | None = None, step: int = 0
+    ) -> str:
+        return get_executor().start(task_id, turn, context, step)
+
+
 @lru_cache(maxsize=1)
 def get_push() -> PushService:
     from a2a_serverless.core.push import PushService
@@ -122,7 +168,7 @@ def get_service() -> A2AService:
     flow = get_flow()
     return A2AService(
         store=get_store(),
-        executor=get_executor(),
+        executor=_ExecutorOnFirstStart(),
         modes=ModePolicy(
             input_modes=list(flow.input_modes),
             output_modes=list(flow.output_modes),

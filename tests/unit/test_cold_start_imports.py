@@ -23,7 +23,9 @@ import gc, json, sys
 sys.path.insert(0, ".")
 import app
 state = {"gc": gc.isenabled(), "frozen": gc.get_freeze_count()}
-print(json.dumps({"modules": sorted(sys.modules), **state}))
+wiring = sys.modules.get("a2a_serverless.wiring")
+clients = [c.meta.service_model.service_name for c in wiring._clients] if wiring else []
+print(json.dumps({"modules": sorted(sys.modules), "clients": clients, **state}))
 """
 
 # Never needed by any function's init: test/dev tools, and the X-Ray SDK outside Lambda.
@@ -60,6 +62,11 @@ NOT_LOADED = {
     },
     "webhook_sender": {
         "mangum",
+        # The first POST imports it (push/delivery.py), not the init.
+        "httpx",
+        # Powertools' batch utility imports its parser's pydantic event models when pydantic
+        # is loaded before it (functions/webhook_sender.py imports it first).
+        "aws_lambda_powertools.utilities.parser",
         "a2a_serverless.core.card",
         "a2a_serverless.core.service",
         "a2a_serverless.bindings.rest",
@@ -79,16 +86,18 @@ NOT_LOADED = {
     # The unsigned card makes no AWS call: no boto3 (its client would cost ~0.2 s).
     "agent_card": {"boto3", "s3transfer", "httpx", "a2a_serverless.push.sender"},
     # Web Adapter functions are served by uvicorn, not Mangum.
-    "send_message": {"mangum", "httpx", "a2a_serverless.push.sender"},
+    # The card module only where a route serves the card (bindings/rest.py types it only).
+    "send_message": {"mangum", "httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
     "stream": {"mangum", "httpx", "a2a_serverless.push.sender"},
-    "get_task": {"mangum", "httpx", "a2a_serverless.push.sender"},
-    "list_tasks": {"httpx", "a2a_serverless.push.sender"},
-    "push_config": {"httpx", "a2a_serverless.push.sender"},
+    "get_task": {"mangum", "httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
+    "list_tasks": {"httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
+    "push_config": {"httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
 }
 
 
-def _init(function: str) -> dict[str, Any]:
-    """The modules loaded by the function's init, and the GC's state after it."""
+def _init(function: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The modules loaded by the function's init, its AWS clients, and the GC's state after
+    it."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(ROOT / "shared"),
@@ -97,6 +106,7 @@ def _init(function: str) -> dict[str, Any]:
         "AWS_SECRET_ACCESS_KEY": "testing",
         "TABLE_NAME": "tasks",
         "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:flow",
+        **(extra_env or {}),
     }
     out = subprocess.run(
         [sys.executable, "-c", _PROBE],
@@ -108,6 +118,27 @@ def _init(function: str) -> dict[str, Any]:
         check=True,
     )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+# The AWS clients each function's init makes: the ones its first request would otherwise make.
+# GetTask and ListTasks never start an execution: no Step Functions client (wiring.py).
+CLIENTS = {
+    "agent_card": [],
+    "authorizer": ["dynamodb"],
+    "flow_worker": ["dynamodb"],
+    "get_task": ["dynamodb"],
+    "list_tasks": ["dynamodb"],
+    "push_config": ["dynamodb"],
+    "send_message": ["dynamodb", "stepfunctions"],
+    "stream": ["dynamodb", "stepfunctions"],
+    "webhook_sender": ["dynamodb", "sqs"],
+}
+
+
+@pytest.mark.parametrize("function", sorted(CLIENTS))
+def test_a_function_init_makes_only_the_clients_it_uses(function: str) -> None:
+    env = {"AUTH_MODE": "ApiKey"} if function == "authorizer" else {}
+    assert sorted(_init(function, env)["clients"]) == CLIENTS[function]
 
 
 def _loaded(function: str) -> set[str]:
@@ -234,3 +265,78 @@ def test_aws_clients_made_by_wiring_are_tracked_for_the_hook(
     assert wiring._clients == [client]
     wiring.close_aws_connections()  # a real client stays usable after close()
     assert client.meta.service_model.service_name == "dynamodb"
+
+
+# -- botocore's service list (wiring._check_service_names_alone) -------------------------------
+
+
+def _own_session() -> tuple[Any, list[str]]:
+    """A botocore session as wiring makes one outside the local stack, and the type names its
+    loader was asked to list in full."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    loader = session.get_component("data_loader")
+    scans: list[str] = []
+    full = loader.list_available_services
+
+    def spy(type_name: str) -> list[str]:
+        scans.append(type_name)
+        return list(full(type_name))
+
+    loader.list_available_services = spy
+    wiring._check_service_names_alone(session)
+    return session, scans
+
+
+def test_a_client_is_made_without_listing_every_service() -> None:
+    session, scans = _own_session()
+    client = session.create_client("dynamodb", region_name="us-east-1")
+    assert client.meta.service_model.service_name == "dynamodb"
+    assert scans == []  # botocore's scan of ~450 service directories, skipped
+
+
+def test_an_unknown_service_is_still_refused() -> None:
+    from botocore.exceptions import UnknownServiceError
+
+    session, _ = _own_session()
+    with pytest.raises(UnknownServiceError):
+        session.create_client("no-such-service", region_name="us-east-1")
+
+
+def test_the_service_names_answer_as_botocore_s_list() -> None:
+    import botocore.session
+
+    session, scans = _own_session()
+    names = session.get_component("data_loader").list_available_services("service-2")
+    full = botocore.session.get_session().get_component("data_loader")
+    listed = full.list_available_services("service-2")
+    assert {"dynamodb", "stepfunctions", "sqs", "kms"} <= set(listed)
+    for name in ("dynamodb", "stepfunctions", "sqs", "kms", "no-such-service", "data"):
+        assert (name in names) == (name in listed)
+    assert scans == []
+    assert list(names) == listed  # iterating it is the full list (Session.get_available_services)
+    assert scans == ["service-2"]
+
+
+def test_the_service_executor_makes_its_client_on_the_first_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[tuple[Any, ...]] = []
+
+    class Recording:
+        def start(self, task_id: str, turn: int, context: Any = None, step: int = 0) -> str:
+            started.append((task_id, turn, context, step))
+            return f"{task_id}-{turn}"
+
+    made: list[Recording] = []
+
+    def get_executor() -> Recording:
+        made.append(Recording())
+        return made[-1]
+
+    monkeypatch.setattr(wiring, "get_executor", get_executor)
+    executor = wiring._ExecutorOnFirstStart()
+    assert made == []
+    assert executor.start("t1", 2, None, 1) == "t1-2"
+    assert started == [("t1", 2, None, 1)] and len(made) == 1

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -34,8 +34,6 @@ from a2a_serverless.bindings.keepalive import send_response
 from a2a_serverless.bindings.routing import APIRouter, Depends, starlette_app
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
-from a2a_serverless.core.card import CardFactory
-from a2a_serverless.core.push import PushService
 from a2a_serverless.core.service import A2AService, scoped
 from a2a_serverless.models import (
     A2AModel,
@@ -46,6 +44,10 @@ from a2a_serverless.models import (
     TaskPushNotificationConfig,
 )
 from a2a_serverless.observability import RequestScope
+
+if TYPE_CHECKING:  # only the card function loads the card (and its signing) module
+    from a2a_serverless.core.card import CardFactory
+    from a2a_serverless.core.push import PushService
 
 logger = logging.getLogger(__name__)
 

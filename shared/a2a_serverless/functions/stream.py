@@ -11,12 +11,14 @@ from a2a_serverless import wiring
 from a2a_serverless.bindings.jsonrpc import jsonrpc_router
 from a2a_serverless.bindings.lambda_adapter import web_adapter_app
 from a2a_serverless.bindings.rest import create_app, stream_router, task_action_router
-from a2a_serverless.functions import flow_at_init, init_done
+from a2a_serverless.functions import flow_at_init, init_done, prewarm
 
 
 def create() -> Any:
     """The ASGI app."""
     flow_at_init()
+    # Its sends start executions: the Step Functions client now, not in the first one.
+    prewarm(wiring.get_executor)
     service = wiring.get_service()
     app = web_adapter_app(
         create_app(

@@ -4,6 +4,10 @@ The connection goes to ``VettedTarget.address`` (no second DNS lookup, so no reb
 window); the real hostname travels in the Host header and, for https, as TLS SNI and the
 name the certificate is verified against (httpcore's ``sni_hostname`` request extension
 becomes ``server_hostname`` in ``ssl.wrap_socket``). Redirects are never followed.
+
+httpx is imported by the first POST, not with this module: the webhook sender's cold start
+does not pay for it (~10-40 ms, more where its CLI's rich/pygments are installed), only the
+first delivery of an environment does.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-import httpx
+from typing import TYPE_CHECKING
 
 from a2a_serverless.core.egress import DEFAULT_PORTS, VettedTarget
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,8 @@ def post_pinned(
     ``transport`` is for tests or a custom SSL context; a caller-supplied transport is
     left open. Header values are sent as given and never appear in ``error``.
     """
+    import httpx
+
     host = f"[{target.host}]" if ":" in target.host else target.host
     default_port = DEFAULT_PORTS.get(target.scheme)
     host_header = host if target.port == default_port else f"{host}:{target.port}"
@@ -117,6 +125,8 @@ def _ssl_context() -> ssl.SSLContext:
     which a batch posting to many webhooks at once would pay per POST). A context is safe to
     share between threads; each connection still gets its own SNI and hostname check."""
     global _context
+    import httpx
+
     with _context_lock:
         if _context is None:
             _context = httpx.create_ssl_context(trust_env=False)
@@ -133,6 +143,8 @@ def _classify(status: int) -> DeliveryResult:
 
 
 def _timeout_phase(exc: httpx.TimeoutException) -> str:
+    import httpx
+
     return {
         httpx.ConnectTimeout: "connect",
         httpx.ReadTimeout: "read",
