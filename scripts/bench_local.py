@@ -2,7 +2,8 @@
 
 `local_figures()` starts the local stack in this process behind uvicorn (a real HTTP server in
 a thread, as `scripts/dev` serves it; httpx's ASGI transport would buffer the SSE streams) and
-measures, with httpx clients in this process:
+measures, with httpx clients in a process of their own (as real clients: they take none of the
+server process's CPU or GIL):
 
 - local_tasks_per_second: non-blocking echo sends (`returnImmediately`) by `clients`
   concurrent clients, each polling `GET /tasks/{id}` until its task is COMPLETED before it
@@ -15,7 +16,8 @@ measures, with httpx clients in this process:
   100 ms stamped with its emit time (`metadata.emittedAt`); p95 of receive - emit.
 - sdk_inmemory_tasks_per_second: the first figure's workload against an a2a-sdk server
   (DefaultRequestHandler, InMemoryTaskStore, an echo AgentExecutor, its REST routes) served
-  by uvicorn in a thread of this process, and ratio_vs_sdk_inmemory = local / sdk.
+  by uvicorn in a thread of this process, its clients in their own process likewise, and
+  ratio_vs_sdk_inmemory = local / sdk.
 
 Run: `PYTHONPATH=shared .venv/bin/python scripts/bench_local.py [--quick]` (scripts/bench
 prints these figures too).
@@ -28,12 +30,14 @@ import asyncio
 import json
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
@@ -141,9 +145,7 @@ async def _non_blocking_rate(url: str, clients: int, tasks: int, headers: dict[s
     """Completed non-blocking tasks per second: `clients` loops of send + poll to the end."""
     import httpx
 
-    remaining = [tasks]
-
-    async def client_loop(client: httpx.AsyncClient) -> None:
+    async def client_loop(client: httpx.AsyncClient, remaining: list[int]) -> None:
         while remaining[0] > 0:
             remaining[0] -= 1
             response = await client.post("/message:send", json=_message("bench", True))
@@ -165,10 +167,14 @@ async def _non_blocking_rate(url: str, clients: int, tasks: int, headers: dict[s
     async with httpx.AsyncClient(
         base_url=url, headers=headers, timeout=60, limits=limits
     ) as client:
-        # Warm-up: imports, first executions, connections.
+        # Warm-up: imports, first executions, connections, then a round of the measured loop
+        # (its first GETs and non-blocking executions: the first measured run was slower).
         await asyncio.gather(*(client_loop_once(client) for _ in range(clients)))
+        warm_up = [clients * 2]
+        await asyncio.gather(*(client_loop(client, warm_up) for _ in range(clients)))
+        remaining = [tasks]
         start = time.perf_counter()
-        await asyncio.gather(*(client_loop(client) for _ in range(clients)))
+        await asyncio.gather(*(client_loop(client, remaining) for _ in range(clients)))
         return tasks / (time.perf_counter() - start)
 
 
@@ -218,6 +224,40 @@ async def _stream_p95_ms(url: str, streams: int, headers: dict[str, str]) -> flo
         await one(client)  # warm-up
         results = await asyncio.gather(*(one(client) for _ in range(streams)))
     return percentile([lag for lags in results for lag in lags], 0.95) * 1000
+
+
+WORKLOADS: dict[str, Callable[..., Coroutine[Any, Any, float]]] = {
+    "non_blocking": _non_blocking_rate,
+    "blocking": _blocking_p50_ms,
+    "streams": _stream_p95_ms,
+}
+
+
+def run_clients(workload: str, url: str, **arguments: Any) -> float:
+    """One workload's figure, its clients run in a process of their own (this file, run with
+    `--client`): as real clients, they take none of the server's CPU or GIL, and the server
+    process keeps both cores' worth of its own. Both sides of the a2a-sdk ratio are measured
+    this way."""
+    request = json.dumps({"workload": workload, "url": url, "arguments": arguments})
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--client", request],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"bench client {workload} failed: {done.stderr[-2000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["result"])
+
+
+def _client_main(request: str) -> int:
+    """The client process: run one workload against a URL, print its figure as JSON."""
+    asked = json.loads(request)
+    workload = WORKLOADS[asked["workload"]]
+    result = asyncio.run(workload(asked["url"], **asked["arguments"]))
+    print(json.dumps({"result": result}), flush=True)
+    return 0
 
 
 # -- stored tasks -----------------------------------------------------------------------------
@@ -334,12 +374,11 @@ def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> 
     headers = {**HEADERS, "X-Local-Principal": PRINCIPAL}
     figures: dict[str, float] = {}
 
-    def run(coroutine: Any) -> Any:
+    def run(workload: str, url: str, **arguments: Any) -> float:
         started = time.perf_counter()
-        result = asyncio.run(coroutine)
+        result = run_clients(workload, url, **arguments)
         print(
-            f"bench_local: {coroutine.__name__} {result:.2f} in "
-            f"{time.perf_counter() - started:.1f} s",
+            f"bench_local: {workload} {result:.2f} in {time.perf_counter() - started:.1f} s",
             file=sys.stderr,
             flush=True,
         )
@@ -348,13 +387,15 @@ def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> 
     module = "bench_local" if __name__ == "__main__" else __name__
     sys.modules.setdefault(module, sys.modules[__name__])  # the flow worker imports it by name
     with _local_stack({"Flow": f"{module}:BENCH_FLOW"}) as (stack, url):
-        figures["stream_p95_ms_8_streams"] = run(_stream_p95_ms(url, 8, headers))
-        figures["blocking_send_p50_ms"] = run(_blocking_p50_ms(url, 10 if quick else 30, headers))
-        empty = run(_non_blocking_rate(url, clients, tasks, headers))
+        figures["stream_p95_ms_8_streams"] = run("streams", url, streams=8, headers=headers)
+        figures["blocking_send_p50_ms"] = run(
+            "blocking", url, samples=10 if quick else 30, headers=headers
+        )
+        empty = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
         preload(stack, stored, headers, url)
-        full = run(_non_blocking_rate(url, clients, tasks, headers))
+        full = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
     with _serving(sdk_app()) as url:
-        sdk = run(_non_blocking_rate(url, clients, tasks * 4, HEADERS))
+        sdk = run("non_blocking", url, clients=clients, tasks=tasks * 4, headers=HEADERS)
     figures["local_tasks_per_second"] = empty
     figures["local_throughput_ratio_5000_stored"] = full / empty
     figures["sdk_inmemory_tasks_per_second"] = sdk
@@ -369,7 +410,10 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--stored", type=int, default=5000)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--client", help=argparse.SUPPRESS)  # the client process (run_clients)
     args = parser.parse_args()
+    if args.client:
+        return _client_main(args.client)
     figures = local_figures(args.clients, args.stored, args.quick)
     print(json.dumps(figures, indent=2))
     return 0

@@ -2,8 +2,9 @@
 
 moto's DynamoDB and SQS are not thread-safe, its transactions copy whole tables, its FIFO
 queues hand a timed-out group back out of order, and it would need Docker to run Lambda code.
-Each function here replaces one moto attribute through a `Patches` record, which the stack
-undoes in reverse order when it stops.
+Each function here replaces one moto (or botocore) attribute through a `Patches` record, which
+the stack undoes in reverse order when it stops. Some only make moto cheaper, answering as it
+does (the local stack's throughput, issue 14; tests/integration/test_local_speed.py).
 """
 
 from __future__ import annotations
@@ -550,3 +551,146 @@ def parsed_definitions_kept(patches: Patches) -> None:
         return Preprocessor().visit(tree), tree
 
     patches.replace(parser_class, "parse", staticmethod(parse))
+
+
+def direct_dynamodb_calls(patches: Patches) -> None:
+    """A DynamoDB call of a boto3 client goes from its serialized request straight to moto's
+    DynamoDB handler, under the DynamoDB lock, and back through botocore's own parser.
+
+    On the way botocore would sign the request, run its retry machinery and emit its
+    request/response events, and moto would match the URL against every service's patterns
+    before building the request it dispatches: a third of the local stack's CPU under load
+    went to that ceremony, more than to moto's DynamoDB itself. Left out, and why that
+    changes no answer: the signature (moto's DynamoDB does not check it; the account is
+    moto's default either way, as the stack's credentials name no IAM user), retries (moto
+    throttles nothing, and transactions cannot conflict under the lock), and moto's request
+    recorder (off unless asked for). Serialization, parameter events (the stack's call log
+    hooks `before-parameter-build`), `after-call` and the parsed response, errors included,
+    are botocore's as before. A client pointed elsewhere (an `endpoint_url`) keeps the
+    ordinary path."""
+    import re
+
+    from botocore.awsrequest import AWSResponse, create_request_object
+    from botocore.endpoint import Endpoint, convert_to_response_dict
+    from moto.core.botocore_stubber import MockRawResponse
+    from moto.core.exceptions import HTTPException
+    from moto.core.models import botocore_stubber
+    from moto.core.request import normalize_request
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.dynamodb.urls import url_bases
+
+    original = Endpoint.make_request
+    moto_urls = [re.compile(base) for base in url_bases]
+
+    def make_request(endpoint: Any, operation_model: Any, request_dict: dict[str, Any]) -> Any:
+        service = operation_model.service_model
+        if (
+            service.service_name != "dynamodb"
+            or not botocore_stubber.enabled
+            or not any(pattern.match(request_dict["url"]) for pattern in moto_urls)
+        ):
+            return original(endpoint, operation_model, request_dict)
+        prepared = endpoint.prepare_request(create_request_object(request_dict))
+        request = normalize_request(prepared)
+        with DYNAMODB_LOCK:
+            try:
+                status, headers, body = DynamoHandler.dispatch(
+                    request, request.raw_url, request.headers
+                )
+            except HTTPException as error:  # as moto's stubber answers them
+                status, headers, body = error.code, error.get_headers(), error.get_body()
+        http = AWSResponse(prepared.url, status, headers, MockRawResponse(body))
+        response = convert_to_response_dict(http, operation_model)
+        parser = endpoint._response_parser_factory.create_parser(service.resolved_protocol)
+        parsed = parser.parse(response, operation_model.output_shape)
+        if status >= 300:
+            endpoint._add_modeled_error_fields(response, parsed, operation_model, parser)
+        return http, parsed
+
+    patches.replace(Endpoint, "make_request", make_request)
+
+
+def parsed_update_expressions_kept(patches: Patches) -> None:
+    """moto parses an UpdateItem's update expression afresh on every call, then its validator
+    deep-copies the tree before resolving names and values into the copy (twice when the item
+    is new): the copies alone were a tenth of the local stack's CPU. The stack's writes use a
+    handful of expressions, so keep each parse tree (parse errors are not kept: they raise
+    every time, as before) and give each validator a copy from the tree's pickle, several
+    times faster than `deepcopy` and the same tree. Nothing but the validators reads the
+    kept tree, and they change only their copy."""
+    import pickle
+
+    from moto.dynamodb.parsing import validators
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+
+    original_make = UpdateExpressionParser.make.__func__
+    kept: dict[str, Any] = {}  # expression -> its tree
+    pickled: dict[int, tuple[Any, bytes]] = {}  # id(tree) -> (tree, its pickle)
+    limit = 512  # distinct expressions: a stack has a few dozen
+
+    def make(cls: Any, expression: str) -> Any:
+        tree = kept.get(expression)
+        if tree is None:
+            tree = original_make(cls, expression)
+            if len(kept) >= limit:
+                pickled.pop(id(kept.pop(next(iter(kept)))), None)
+            kept[expression] = tree
+            pickled[id(tree)] = (tree, pickle.dumps(tree, protocol=pickle.HIGHEST_PROTOCOL))
+        return tree
+
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        found = pickled.get(id(value))
+        if found is not None and found[0] is value and memo is None:
+            return pickle.loads(found[1])
+        return copy.deepcopy(value, memo)
+
+    patches.replace(UpdateExpressionParser, "make", classmethod(make))
+    patches.replace(validators, "deepcopy", deepcopy)
+
+
+def processing_maps_kept(patches: Patches) -> None:
+    """Each of the ten validators moto runs over an update expression asks for its
+    node-type -> method map at every node it visits, twice, and the map is built afresh each
+    time (its "cached accessor" is not cached). A traverser's map depends only on the
+    traverser (its own bound methods), so build it once per traverser."""
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser  # type: ignore[attr-defined]
+
+    def processing_map(traverser: Any) -> dict[type, Callable[[Any], Any]]:
+        found: dict[type, Callable[[Any], Any]] | None = traverser.__dict__.get("_a2a_map")
+        if found is None:
+            found = traverser.__dict__["_a2a_map"] = traverser._processing_map()
+        return found
+
+    def nodes_to_be_processed(traverser: Any) -> tuple[type, ...]:
+        types: tuple[type, ...] | None = traverser.__dict__.get("_a2a_types")
+        if types is None:
+            types = traverser.__dict__["_a2a_types"] = tuple(processing_map(traverser))
+        return types
+
+    def process(traverser: Any, node: Any) -> Any:
+        for class_key, processor in processing_map(traverser).items():
+            if isinstance(node, class_key):
+                return processor(node)
+        return None
+
+    patches.replace(DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed)
+    patches.replace(DepthFirstTraverser, "process", process)
+
+
+def handler_methods_kept(patches: Patches) -> None:
+    """moto looks up whether a response class has the action's method by listing every
+    function of the class (`inspect.getmembers`) on every call. A class's functions do not
+    change while the stack runs (these patches replace backend and model methods, never
+    add a response handler's), so list each class once."""
+    from moto.core import responses
+
+    original = responses.method_names_from_class
+    listed: dict[Any, list[str]] = {}
+
+    def method_names_from_class(clazz: Any) -> list[str]:
+        names = listed.get(clazz)
+        if names is None:
+            names = listed[clazz] = original(clazz)
+        return names
+
+    patches.replace(responses, "method_names_from_class", method_names_from_class)

@@ -1,0 +1,265 @@
+"""moto_patches' shortcuts for the local stack's throughput (issue 14, item 5) give the answers
+moto gives without them: the direct DynamoDB path (no signing, retries, URL routing), the kept
+update-expression parse trees and the kept validator maps. The same calls run on a fresh moto
+with and without the patches; parsed responses, errors and the table's items must match, and
+each patch must be the path the calls took (counted, not timed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from a2a_serverless.local import moto_patches
+
+TABLE = "speed"
+KEY = {"pk": {"S": "T#1"}, "sk": {"S": "H"}}
+
+
+def _patched(patches: moto_patches.Patches) -> None:
+    moto_patches.serialize_calls(patches)
+    moto_patches.direct_dynamodb_calls(patches)
+    moto_patches.parsed_update_expressions_kept(patches)
+    moto_patches.processing_maps_kept(patches)
+    moto_patches.handler_methods_kept(patches)
+
+
+@contextmanager
+def _moto(patch: Callable[[moto_patches.Patches], None] | None) -> Iterator[Any]:
+    patches = moto_patches.Patches()
+    with mock_aws():
+        if patch is not None:
+            patch(patches)
+        try:
+            client = boto3.client("dynamodb", region_name="us-east-1")
+            client.create_table(
+                TableName=TABLE,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+            )
+            yield client
+        finally:
+            patches.undo()
+
+
+def _outcome(call: Callable[[], dict[str, Any]]) -> Any:
+    """A call's parsed response (without the request id and dates), or its error as parsed."""
+    try:
+        response = call()
+    except ClientError as error:
+        parsed = dict(error.response)
+        parsed.pop("ResponseMetadata", None)
+        return ("error", type(error).__name__, parsed)
+    metadata = response.pop("ResponseMetadata", {})
+    return ("ok", metadata.get("HTTPStatusCode"), response)
+
+
+def _scenario(client: Any) -> list[Any]:
+    """Writes and reads as the store makes them, with binary values, conditions that fail,
+    an expression moto refuses, a cancelled transaction and a paged query."""
+    update = {
+        "TableName": TABLE,
+        "Key": KEY,
+        "UpdateExpression": (
+            "SET #s = :s, #h = list_append(if_not_exists(#h, :empty), :h), #n = #n + :one "
+            "REMOVE #gone ADD #tags :tag"
+        ),
+        "ExpressionAttributeNames": {
+            "#s": "state",
+            "#h": "history",
+            "#n": "n",
+            "#gone": "gone",
+            "#tags": "tags",
+        },
+        "ExpressionAttributeValues": {
+            ":s": {"S": "working"},
+            ":empty": {"L": []},
+            ":h": {"L": [{"M": {"b": {"B": b"\x00\xff"}}}]},
+            ":one": {"N": "1"},
+            ":tag": {"SS": ["x"]},
+        },
+        "ReturnValues": "ALL_NEW",
+    }
+    calls: list[Callable[[], dict[str, Any]]] = [
+        lambda: client.put_item(
+            TableName=TABLE,
+            Item={
+                **KEY,
+                "n": {"N": "1"},
+                "gone": {"S": "soon"},
+                "blob": {"B": b"\x01\x02"},
+                "blobs": {"BS": [b"a", b"b"]},
+            },
+        ),
+        lambda: client.get_item(TableName=TABLE, Key=KEY, ConsistentRead=True),
+        lambda: client.update_item(**update),
+        lambda: client.update_item(**update),  # the same expression again (a kept tree)
+        lambda: client.update_item(  # a new item, made by the update
+            TableName=TABLE,
+            Key={"pk": {"S": "T#2"}, "sk": {"S": "H"}},
+            UpdateExpression="SET #s = :s",
+            ExpressionAttributeNames={"#s": "state"},
+            ExpressionAttributeValues={":s": {"S": "submitted"}},
+            ReturnValues="ALL_NEW",
+        ),
+        lambda: client.update_item(
+            **{
+                **update,
+                "ConditionExpression": "#s = :other",
+                "ExpressionAttributeValues": {
+                    **update["ExpressionAttributeValues"],
+                    ":other": {"S": "done"},
+                },
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        ),
+        lambda: client.update_item(  # moto refuses the expression
+            TableName=TABLE, Key=KEY, UpdateExpression="SET = :s", ExpressionAttributeValues={}
+        ),
+        lambda: client.update_item(  # a path into an attribute that is not there
+            TableName=TABLE,
+            Key=KEY,
+            UpdateExpression="SET #m.#x = :s",
+            ExpressionAttributeNames={"#m": "missing", "#x": "x"},
+            ExpressionAttributeValues={":s": {"S": "v"}},
+        ),
+        lambda: client.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "T#3"}, "sk": {"S": "H"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": KEY,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+            ]
+        ),
+        lambda: client.transact_write_items(
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": TABLE,
+                        "Item": {"pk": {"S": "T#1"}, "sk": {"S": f"E#{i}"}, "i": {"N": str(i)}},
+                    }
+                }
+                for i in range(5)
+            ]
+        ),
+        lambda: client.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
+            ExpressionAttributeValues={":pk": {"S": "T#1"}, ":e": {"S": "E#"}},
+            Limit=2,
+            ConsistentRead=True,
+        ),
+        lambda: client.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": "T#1"}},
+            ExclusiveStartKey={"pk": {"S": "T#1"}, "sk": {"S": "E#1"}},
+            ScanIndexForward=False,
+        ),
+        lambda: client.get_item(TableName="no-such-table", Key=KEY),
+        lambda: client.delete_item(TableName=TABLE, Key=KEY, ReturnValues="ALL_OLD"),
+        lambda: client.scan(TableName=TABLE, ConsistentRead=True),
+    ]
+    return [_outcome(call) for call in calls]
+
+
+def test_the_patched_path_answers_as_moto_does() -> None:
+    with _moto(None) as client:
+        expected = _scenario(client)
+    with _moto(_patched) as client:
+        got = _scenario(client)
+    assert [o[0] for o in expected].count("error") == 5  # the scenario's refusals happened
+    assert got == expected
+
+
+def test_dynamodb_calls_skip_the_http_path() -> None:
+    """Under the patch no DynamoDB request is signed or sent through botocore's send event
+    (where moto's stubber sits); another service's still is."""
+    sent: list[str] = []
+    with _moto(_patched) as client:
+        events = boto3._get_default_session().events  # clients made from now on hear it
+        events.register("before-send", lambda request, **_: sent.append(request.url) and None)
+        fresh = boto3.client("dynamodb", region_name="us-east-1")
+        fresh.get_item(TableName=TABLE, Key=KEY)
+        fresh.put_item(TableName=TABLE, Item=KEY)
+        boto3.client("sqs", region_name="us-east-1").list_queues()
+        assert client is not None
+    assert len(sent) == 1 and "sqs" in sent[0]
+
+
+def test_an_update_expression_is_parsed_once() -> None:
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    with _moto(_patched):
+        first = UpdateExpressionParser.make("SET #a = :v")
+        assert UpdateExpressionParser.make("SET #a = :v") is first
+        for _ in range(2):  # a refused expression raises every time, is never kept
+            with pytest.raises(Exception, match="Invalid UpdateExpression"):
+                UpdateExpressionParser.make("SET = :v")
+    assert UpdateExpressionParser.make("SET #a = :v") is not first  # undone with the stack
+
+
+def test_a_validator_builds_its_processing_map_once(monkeypatch: Any) -> None:
+    from moto.dynamodb.parsing.validators import ExpressionAttributeValueProcessor
+
+    built: list[int] = []
+    original = ExpressionAttributeValueProcessor._processing_map
+
+    def counted(self: Any) -> Any:
+        built.append(id(self))
+        return original(self)
+
+    monkeypatch.setattr(ExpressionAttributeValueProcessor, "_processing_map", counted)
+    with _moto(_patched) as client:
+        client.update_item(
+            TableName=TABLE,
+            Key=KEY,
+            UpdateExpression="SET #a = :a, #b = :b, #c = :c",
+            ExpressionAttributeNames={"#a": "a", "#b": "b", "#c": "c"},
+            ExpressionAttributeValues={":a": {"S": "1"}, ":b": {"S": "2"}, ":c": {"S": "3"}},
+        )
+    # Two validations (the item is new), each one traverser: one map each, not one per node.
+    assert len(built) == len(set(built)) == 2
+
+
+def test_bench_clients_run_in_a_process_of_their_own() -> None:
+    """scripts/bench_local.py measures from a client process (the server keeps its own GIL):
+    a workload run that way against a served app gives its figure back, and a failing one
+    raises with the client's error."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_local.py"
+    spec = importlib.util.spec_from_file_location("bench_local_under_test", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench
+    try:
+        spec.loader.exec_module(bench)
+        with bench._serving(bench.sdk_app()) as url:
+            rate = bench.run_clients("non_blocking", url, clients=2, tasks=4, headers=bench.HEADERS)
+            assert rate > 0
+            with pytest.raises(RuntimeError, match="bench client non_blocking failed"):
+                nobody = f"http://127.0.0.1:{bench._free_port()}"  # nothing listens there
+                bench.run_clients("non_blocking", nobody, clients=1, tasks=1, headers=bench.HEADERS)
+    finally:
+        sys.modules.pop(spec.name, None)
