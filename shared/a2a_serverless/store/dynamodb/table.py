@@ -23,6 +23,9 @@ class DynamoDBTable:
         self._db = client
         self._table = table_name
         self._ttl_seconds = retention_days * 86400
+        # botocore builds a new paginator class at every `get_paginator` (~2 % of the local
+        # stack's CPU under load; Lambda pays it too): one per table, made by the first query.
+        self._query_paginator: Any = None
 
     def _expires(self, margin_seconds: int = 0) -> dict[str, str]:
         return keys.n(int(time.time()) + self._ttl_seconds + margin_seconds)
@@ -44,9 +47,11 @@ class DynamoDBTable:
         return self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
 
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        """Every page of a Query (boto3's paginator follows LastEvaluatedKey)."""
-        paginator = self._db.get_paginator("query")
-        yield from paginator.paginate(TableName=self._table, **kwargs)
+        """Every page of a Query (boto3's paginator follows LastEvaluatedKey; a paginator keeps
+        no state between `paginate` calls)."""
+        if self._query_paginator is None:
+            self._query_paginator = self._db.get_paginator("query")
+        yield from self._query_paginator.paginate(TableName=self._table, **kwargs)
 
     def _query_all(self, **kwargs: Any) -> list[dict[str, Any]]:
         return [item for page in self._pages(**kwargs) for item in page.get("Items", [])]
