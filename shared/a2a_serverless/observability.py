@@ -5,8 +5,9 @@
   *scope* held by a context variable, never in the Logger's process-wide keys: uvicorn runs
   requests concurrently in one process (and the local stack runs every function in one
   process), so process-wide keys would leak from one request into another's lines. Work a
-  request hands to a thread (`run_in_threadpool` copies the context) or to a task shares its
-  scope, so a key added there (`annotate`) shows on the request's later lines too.
+  request hands to a thread (the bindings' `run_in_thread` and Starlette's
+  `run_in_threadpool` copy the context) or to a task shares its scope, so a key added there
+  (`annotate`) shows on the request's later lines too.
 - **Metrics** are CloudWatch EMF blobs printed to stdout. Each scope buffers its own metrics
   and prints them when it ends (Powertools' `Metrics` keeps class-level state shared by every
   instance, which would mix concurrent requests), one blob per dimension set.

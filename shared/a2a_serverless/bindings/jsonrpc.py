@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -38,7 +37,7 @@ from a2a_serverless.bindings.http import (
     require_json_content_type,
 )
 from a2a_serverless.bindings.keepalive import send_response, wait_settled
-from a2a_serverless.bindings.routing import APIRouter
+from a2a_serverless.bindings.routing import APIRouter, run_in_thread
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.card import CardFactory
@@ -542,7 +541,7 @@ async def _endpoint(services: Services, request: Request) -> Response:
             base_url(request),
             requested_extensions(request),
         )
-        result = await run_in_threadpool(handler, services, call)
+        result = await run_in_thread(handler, services, call)
         if not has_id and isinstance(result, Waiting):
             # Nothing to keep alive (204 has no body): a blocking notification answers once
             # its task settles, as a blocking call does.

@@ -10,7 +10,6 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -31,7 +30,7 @@ from a2a_serverless.bindings.http import (
     response_media_type,
 )
 from a2a_serverless.bindings.keepalive import send_response
-from a2a_serverless.bindings.routing import APIRouter, Depends, starlette_app
+from a2a_serverless.bindings.routing import APIRouter, Depends, run_in_thread, starlette_app
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.service import A2AService, scoped
@@ -251,7 +250,7 @@ def send_router(service: A2AService) -> APIRouter:
         # Refusals raise here, before any wait: their status and body are the usual ones.
         who = scoped_caller(request, send_request.tenant)
         activated = service.activate_extensions(requested_extensions(request))
-        accepted = await run_in_threadpool(
+        accepted = await run_in_thread(
             service.accept_message, who.owner, send_request, who, activated
         )
         # A failure during a wait that already sent keep-alive bytes can no longer change the
@@ -280,7 +279,7 @@ def stream_router(service: A2AService) -> APIRouter:
         send_request = await _send_request(request)
         who = scoped_caller(request, send_request.tenant)
         activated = service.activate_extensions(requested_extensions(request))
-        start = await run_in_threadpool(
+        start = await run_in_thread(
             service.open_message_stream, who.owner, send_request, who, activated
         )
         return echo_extensions(
@@ -305,13 +304,13 @@ def get_task_router(service: A2AService) -> APIRouter:
         # A GET has no body: the tenant can only come from the path.
         owner = scoped_caller(request).owner
         # Errors (unknown task, terminal task) surface here, before any stream bytes.
-        start = await run_in_threadpool(service.subscribe, owner, task_id)
+        start = await run_in_thread(service.subscribe, owner, task_id)
         return sse_response(event_frames(service, start, _stream_payload))
 
     @_route(router, "GET", "/tasks/{task_id}")
     async def get_task(request: Request, task_id: str) -> Response:
         params = _query(request, TaskQuery)
-        task = await run_in_threadpool(
+        task = await run_in_thread(
             service.get_task, scoped_caller(request).owner, task_id, params.history_length
         )
         return render(request, task)
@@ -342,7 +341,7 @@ def list_tasks_router(service: A2AService) -> APIRouter:
     async def list_tasks(request: Request) -> Response:
         params = _query(request, ListTasksRequest)
         owner = scoped_caller(request).owner
-        result = await run_in_threadpool(service.list_tasks, owner, params)
+        result = await run_in_thread(service.list_tasks, owner, params)
         return render(request, result)
 
     return router
@@ -359,7 +358,7 @@ def task_action_router(service: A2AService) -> APIRouter:
     async def cancel_task(request: Request, task_id: str) -> Response:
         body = await read_json_body(request, required=False)
         owner = scoped_caller(request, _body_tenant(body)).owner
-        task = await run_in_threadpool(service.cancel_task, owner, task_id)
+        task = await run_in_thread(service.cancel_task, owner, task_id)
         return render(request, task)
 
     @_route(router, "POST", "/tasks/{task_id}:subscribe")
@@ -367,7 +366,7 @@ def task_action_router(service: A2AService) -> APIRouter:
         body = await read_json_body(request, required=False)
         owner = scoped_caller(request, _body_tenant(body)).owner
         # Errors (unknown task, terminal task) surface here, before any stream bytes.
-        start = await run_in_threadpool(service.subscribe, owner, task_id)
+        start = await run_in_thread(service.subscribe, owner, task_id)
         return sse_response(event_frames(service, start, _stream_payload))
 
     return router
@@ -394,24 +393,24 @@ def push_router(push: PushService) -> APIRouter:
         who = scoped_caller(request, config.tenant)
         # Stored with the tenant it was created under (returned with it, as the proto's field).
         config = config.model_copy(update={"tenant": who.tenant or None})
-        created = await run_in_threadpool(push.create, who.owner, task_id, config)
+        created = await run_in_thread(push.create, who.owner, task_id, config)
         return render(request, created)
 
     @_route(router, "GET", configs)
     async def list_push_configs(request: Request, task_id: str) -> Response:
-        result = await run_in_threadpool(push.list, scoped_caller(request).owner, task_id)
+        result = await run_in_thread(push.list, scoped_caller(request).owner, task_id)
         return render(request, result)
 
     @_route(router, "GET", configs + "/{config_id}")
     async def get_push_config(request: Request, task_id: str, config_id: str) -> Response:
         owner = scoped_caller(request).owner
-        config = await run_in_threadpool(push.get, owner, task_id, config_id)
+        config = await run_in_thread(push.get, owner, task_id, config_id)
         return render(request, config)
 
     @_route(router, "DELETE", configs + "/{config_id}")
     async def delete_push_config(request: Request, task_id: str, config_id: str) -> Response:
         owner = scoped_caller(request).owner
-        await run_in_threadpool(push.delete, owner, task_id, config_id)
+        await run_in_thread(push.delete, owner, task_id, config_id)
         return JSONResponse({}, media_type=response_media_type(request))  # protobuf Empty
 
     return router
