@@ -328,7 +328,14 @@ def sdk_app() -> Any:
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import create_agent_card_routes, create_rest_routes
     from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part, TaskState
+    from a2a.types import (
+        AgentCapabilities,
+        AgentCard,
+        AgentInterface,
+        AgentSkill,
+        Part,
+        TaskState,
+    )
     from starlette.applications import Starlette
 
     class Echo(AgentExecutor):
@@ -353,8 +360,11 @@ def sdk_app() -> Any:
         description="a2a-sdk in-memory echo (bench)",
         version="1.0",
         supported_interfaces=[
-            AgentInterface(url="http://127.0.0.1/", protocol_binding="HTTP+JSON")
+            AgentInterface(
+                url="http://127.0.0.1/", protocol_binding="HTTP+JSON", protocol_version="1.0"
+            )
         ],
+        skills=[AgentSkill(id="echo", name="echo", description="echoes", tags=["echo"])],
         capabilities=AgentCapabilities(streaming=True),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
