@@ -276,6 +276,15 @@ def sdk_states(events: list[StreamResponse]) -> list[int]:
     return [e.status_update.status.state for e in events if e.HasField("status_update")]
 
 
+def sdk_final_state(events: list[StreamResponse]) -> int:
+    """The state a stream leaves the client with: its last status update, or the first
+    event's Task when none follows (a continued task's stream starts with the task as read
+    when the stream opens: a turn that already ended by then is in that Task, and the
+    stream carries nothing after it)."""
+    states = sdk_states(events)
+    return states[-1] if states else events[0].task.status.state
+
+
 @pytest.fixture
 async def client(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
     async with checked_async_client(base_url, principal=new_principal("sse")) as made:
@@ -488,7 +497,7 @@ async def test_sdk_streaming_multi_turn(streaming_agent: Agent) -> None:
     second = [e async for e in sdk.send_message(SendMessageRequest(message=answer))]
     assert second[0].WhichOneof("payload") == "task"
     assert second[0].task.id == task.id
-    assert sdk_states(second)[-1] == TaskState.TASK_STATE_COMPLETED
+    assert sdk_final_state(second) == TaskState.TASK_STATE_COMPLETED
     assert sdk_text(second) == "Echo: draft [input] + more words"
     stored = await final_task(streaming_agent.raw, task.id)
     assert stored["status"]["state"] == "TASK_STATE_COMPLETED"
