@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,6 +17,7 @@ import pytest
 
 from a2a_serverless.bindings import routing
 from a2a_serverless.bindings.routing import run_in_thread
+from tests.function_probe import run_in_function
 
 ROOT = Path(__file__).resolve().parents[2]
 ANYIO_BACKEND = "anyio._backends._asyncio"
@@ -75,30 +72,18 @@ print(json.dumps({"status": status, "backend": "anyio._backends._asyncio" in sys
     ("function", "sample"), [("list_tasks", "list_tasks.json"), ("get_task", "get_task.json")]
 )
 def test_a_buffered_first_request_does_not_load_anyio_s_backend(function: str, sample: str) -> None:
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(ROOT / "shared"),
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # the discard port: connection refused
-        "AWS_MAX_ATTEMPTS": "1",
-        "TABLE_NAME": "tasks",
-        "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:flow",
-    }
-    out = subprocess.run(
-        [sys.executable, "-c", _FIRST_REQUEST, str(ROOT / "events" / sample)],
-        cwd=ROOT / "functions" / function,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
+    result = run_in_function(
+        function,
+        _FIRST_REQUEST,
+        str(ROOT / "events" / sample),
+        extra_env={
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # the discard port: connection refused
+            "AWS_MAX_ATTEMPTS": "1",
+        },
     )
-    result = json.loads(out.stdout.strip().splitlines()[-1])
     # The store call ran (and failed on the refused connection): the request took the hop.
-    assert result["status"] >= 500, out.stderr[-2000:]
-    assert "EndpointConnectionError" in out.stdout + out.stderr  # logged with the 500
+    assert result["status"] >= 500, result["_output"][-2000:]
+    assert "EndpointConnectionError" in result["_output"]  # logged with the 500
     assert result["backend"] is False
 
 

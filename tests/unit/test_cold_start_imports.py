@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from a2a_serverless import functions, wiring
+from tests.function_probe import run_in_function
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,26 +99,7 @@ NOT_LOADED = {
 def _init(function: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """The modules loaded by the function's init, its AWS clients, and the GC's state after
     it."""
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(ROOT / "shared"),
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "TABLE_NAME": "tasks",
-        "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:flow",
-        **(extra_env or {}),
-    }
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE],
-        cwd=ROOT / "functions" / function,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    return run_in_function(function, _PROBE, extra_env=extra_env)
 
 
 # The AWS clients each function's init makes: the ones its first request would otherwise make.
