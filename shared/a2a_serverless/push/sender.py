@@ -229,7 +229,7 @@ class WebhookSender:
         return record.owner
 
     def _penalize_owner_of(self, task_id: str) -> None:
-        if self.config.penalty_seconds <= 0:
+        if self.penalty.seconds <= 0:  # no penalty: no owner to read
             return
         owner = self.owner_of(task_id)
         if owner is not None:
