@@ -851,7 +851,8 @@ if spec["kind"] == "baseline":
     sys.exit(0)
 sys.path.insert(0, spec["code_dir"])
 if spec["kind"] == "web":
-    import uvicorn.main  # what `python -m uvicorn` (run.sh) loads before the app
+    # What run.sh's `python -m a2a_serverless.functions.loopback_server` loads before the app.
+    import a2a_serverless.functions.loopback_server
 import app
 t1 = time.perf_counter()
 event = json.loads(open(spec["event"]).read())
@@ -1315,7 +1316,8 @@ def cost_table(report: dict[str, Any]) -> str:
         lines += [
             "",
             "Cold start, each function in a fresh interpreter against a moto server: import "
-            "(Web Adapter functions: with uvicorn) plus the first request on its `events/` "
+            "(Web Adapter functions: with their server module, `functions/loopback_server.py`) "
+            "plus the first request on its `events/` "
             "sample, as a ratio to `import boto3; boto3.client('dynamodb')` plus one `GetItem` "
             f"({base['total_ms']:.0f} ms in this run; the median ratio of runs paired with it). "
             "The CPU ratio is the same on the probes' CPU time (user + system, "

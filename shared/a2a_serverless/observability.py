@@ -2,12 +2,12 @@
 
 - **Logs** are Powertools JSON lines. Keys that belong to one request or invocation (the API
   Gateway request id as `correlation_id`, `task_id`, `context_id`, `turn`, ...) live in a
-  *scope* held by a context variable, never in the Logger's process-wide keys: uvicorn runs
-  requests concurrently in one process (and the local stack runs every function in one
-  process), so process-wide keys would leak from one request into another's lines. Work a
-  request hands to a thread (the bindings' `run_in_thread` and Starlette's
-  `run_in_threadpool` copy the context) or to a task shares its scope, so a key added there
-  (`annotate`) shows on the request's later lines too.
+  *scope* held by a context variable, never in the Logger's process-wide keys: a Web Adapter
+  function's server (functions/loopback_server.py) runs requests concurrently in one process
+  (and the local stack runs every function in one process), so process-wide keys would leak
+  from one request into another's lines. Work a request hands to a thread (the bindings'
+  `run_in_thread` and Starlette's `run_in_threadpool` copy the context) or to a task shares
+  its scope, so a key added there (`annotate`) shows on the request's later lines too.
 - **Metrics** are CloudWatch EMF blobs printed to stdout. Each scope buffers its own metrics
   and prints them when it ends (Powertools' `Metrics` keeps class-level state shared by every
   instance, which would mix concurrent requests), one blob per dimension set.
@@ -337,12 +337,13 @@ _propagate_trace_header = False
 
 
 def enable_web_adapter_tracing() -> None:
-    """Web Adapter functions: uvicorn is a plain process, not the Lambda runtime, so nothing
-    sets `_X_AMZN_TRACE_ID`, which the X-Ray SDK reads to attach subsegments to Lambda's
-    segment. The adapter passes the invocation's trace header on each request instead;
-    RequestScope copies it into the environment. Lambda runs one invocation at a time per
-    environment, so the process-wide variable always belongs to the current request. A
-    segment per request is not possible: only the Lambda service emits the function segment."""
+    """Web Adapter functions: their server (functions/loopback_server.py) is a plain process,
+    not the Lambda runtime, so nothing sets `_X_AMZN_TRACE_ID`, which the X-Ray SDK reads to
+    attach subsegments to Lambda's segment. The adapter passes the invocation's trace header on
+    each request instead; RequestScope copies it into the environment. Lambda runs one
+    invocation at a time per environment, so the process-wide variable always belongs to the
+    current request. A segment per request is not possible: only the Lambda service emits the
+    function segment."""
     global _propagate_trace_header
     _propagate_trace_header = function_tracer() is not None
     trace_aws_calls()

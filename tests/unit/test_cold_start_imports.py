@@ -30,6 +30,8 @@ print(json.dumps({"modules": sorted(sys.modules), "clients": clients, **state}))
 """
 
 # Never needed by any function's init: test/dev tools, and the X-Ray SDK outside Lambda.
+# Nor uvicorn (and click, its CLI's): it serves the local stack only; the Web Adapter
+# functions are served by functions/loopback_server.py (h11), and the layer has no uvicorn.
 # (httpx imports rich and pygments for its CLI where they are installed, as in this venv; the
 # layer has neither.)
 # Nor FastAPI, pydantic.v1 and pydantic-settings: bindings/routing.py routes on plain Starlette,
@@ -46,6 +48,8 @@ NEVER = {
     "pydantic.v1",
     "boto3",
     "s3transfer",
+    "uvicorn",
+    "click",
 }
 # Parts a function must not load when it has no use for them.
 NOT_LOADED = {
@@ -86,7 +90,7 @@ NOT_LOADED = {
     },
     # The unsigned card makes no AWS call: no boto3 (its client would cost ~0.2 s).
     "agent_card": {"boto3", "s3transfer", "httpx", "a2a_serverless.push.sender"},
-    # Web Adapter functions are served by uvicorn, not Mangum.
+    # Web Adapter functions are served by the loopback server, not Mangum.
     # The card module only where a route serves the card (bindings/rest.py types it only).
     "send_message": {"mangum", "httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
     "stream": {"mangum", "httpx", "a2a_serverless.push.sender"},
@@ -140,6 +144,40 @@ def test_a_function_init_loads_only_what_it_uses(function: str) -> None:
 
 # The functions whose create() ends the init pause (GetTask's module does not start one).
 PAUSED = {n for n in NOT_LOADED if n != "get_task"}
+
+
+# The Web Adapter functions (run.sh): the server module first, then `app` through it.
+WEB_ADAPTER = ("get_task", "send_message", "stream")
+_SERVED_PROBE = """
+import gc, json, sys
+start = set(sys.modules)  # the interpreter's own (site, __main__, ...)
+from a2a_serverless.functions import loopback_server
+before = sorted(set(sys.modules) - start)
+app = loopback_server.load_app("app:app")
+print(json.dumps({
+    "before": before,
+    "modules": sorted(sys.modules),
+    "stdlib": sorted(sys.stdlib_module_names),
+    "gc": gc.isenabled(),
+    "frozen": gc.get_freeze_count(),
+}))
+"""
+
+
+@pytest.mark.parametrize("function", WEB_ADAPTER)
+def test_a_web_adapter_function_init_as_run_sh_starts_it(function: str) -> None:
+    init = run_in_function(function, _SERVED_PROBE)
+    # The server brings only the standard library and h11 before the app...
+    outside = {m.split(".")[0] for m in init["before"]} - set(init["stdlib"])
+    assert outside == {"a2a_serverless", "h11"}
+    # ...and the app, imported as `app` (how functions/__init__.py recognises an init), makes
+    # the function with no uvicorn either.
+    loaded = _top_level(set(init["modules"]))
+    assert "a2a_serverless.functions." + function in loaded
+    assert not (NOT_LOADED[function] | NEVER) & loaded
+    assert init["gc"] is True
+    if function in PAUSED:
+        assert init["frozen"] > 10_000  # the init pause ran: `app` was recognised
 
 
 @pytest.mark.parametrize("function", sorted(NOT_LOADED))

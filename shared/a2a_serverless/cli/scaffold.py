@@ -25,7 +25,7 @@ DISTRIBUTION = "a2a-serverless"
 
 # functions/<name>/ -> what its app.py binds of `a2a_serverless.functions.<name>.create()`:
 # Mangum functions an app and its handler, Web Adapter functions an app (run.sh serves it with
-# uvicorn), plain functions a handler.
+# a2a_serverless.functions.loopback_server), plain functions a handler.
 ENTRY_POINTS: dict[str, str] = {
     "agent_card": "app, handler",
     "authorizer": "handler",
@@ -44,7 +44,8 @@ RUN_SH = """#!/bin/sh
 # Unbuffered: stdout is a pipe, and a log line or EMF blob left in Python's buffer when the
 # invocation ends would reach CloudWatch late (or, at shutdown, never).
 PYTHONUNBUFFERED=1 PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/opt/python:${LAMBDA_RUNTIME_DIR:-}" \\
-  exec python -m uvicorn --host 127.0.0.1 --port "${PORT:-8080}" --no-access-log app:app
+  exec python -m a2a_serverless.functions.loopback_server \\
+  --host 127.0.0.1 --port "${PORT:-8080}" app:app
 """
 
 

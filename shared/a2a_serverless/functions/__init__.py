@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 def _entry_point_importing() -> bool:
     """True while a function's entry code is being imported as `app` (how the Lambda runtime
-    and uvicorn load `functions/<name>/app.py`) and has not bound its `create` yet: this is
-    that function's init. Not when a test, the local stack or a tool imports the package."""
+    and the Web Adapter functions' loopback_server load `functions/<name>/app.py`) and has not
+    bound its `create` yet: this is that function's init. Not when a test, the local stack or
+    a tool imports the package."""
     app = sys.modules.get("app")
     return app is not None and not hasattr(app, "create")
 

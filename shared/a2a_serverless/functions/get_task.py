@@ -1,5 +1,6 @@
 """GetTaskFunction: GET /tasks/{id} (GetTask) and GET /tasks/{id}:subscribe (SubscribeToTask,
-the proto's HTTP rule), served by uvicorn under the Lambda Web Adapter (response streaming).
+the proto's HTTP rule), served by the loopback server (loopback_server.py) under the Lambda
+Web Adapter (response streaming).
 
 API Gateway REST cannot route on a suffix inside a path segment: `GET /tasks/x:subscribe`
 reaches the `GET /tasks/{id}` route, so this one function answers both, buffered JSON for

@@ -1,6 +1,6 @@
-"""SendMessageFunction: POST /message:send, served by uvicorn under the Lambda Web Adapter
-(response streaming) because a blocking send may outlive API Gateway's 29 s buffered limit.
-`run.sh` starts it; the app is also what the local stack serves."""
+"""SendMessageFunction: POST /message:send, served by loopback_server.py under the Lambda Web
+Adapter (response streaming) because a blocking send may outlive API Gateway's 29 s buffered
+limit. `run.sh` starts it; the app is also what the local stack serves."""
 
 from __future__ import annotations
 

@@ -1,0 +1,543 @@
+"""The Web Adapter functions' HTTP server (a2a_serverless/functions/loopback_server.py), as
+run.sh starts it: its own process on a free port, driven over real sockets as the Lambda Web
+Adapter drives it (HTTP/1.1, kept-alive connections), with a test ASGI app and with a real
+function's app.py against a moto server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import h11
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = "a2a_serverless.functions.loopback_server"
+
+# Streams events 0.4 s apart, echoes what it was given, raises, hangs until the peer leaves:
+# what a disconnect reached is appended to $DISCONNECT_LOG.
+TEST_APP = r"""
+import asyncio, hashlib, json, os
+
+from starlette.responses import StreamingResponse
+
+LOG = os.environ["DISCONNECT_LOG"]
+
+
+def record(line):
+    with open(LOG, "a") as f:
+        f.write(line + "\n")
+
+
+async def read_body(receive):
+    body, messages = b"", 0
+    while True:
+        message = await receive()
+        messages += 1
+        assert message["type"] == "http.request", message
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body, messages
+
+
+async def respond(send, status, body, headers=()):
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def app(scope, receive, send):
+    path = scope["path"]
+    if path == "/stream":
+        await read_body(receive)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        for i in range(4):
+            if i:
+                await asyncio.sleep(0.4)
+            data = b"data: %d\n\n" % i
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    elif path == "/hang":
+        await read_body(receive)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b"data: first\n\n", "more_body": True})
+        message = await receive()  # the body is read: blocks until the peer leaves
+        record("hang " + message["type"])
+    elif path == "/starlette":
+        async def events():
+            try:
+                for i in range(1000):
+                    yield f"data: {i}\n\n"
+                    await asyncio.sleep(0.1)
+            finally:
+                record("starlette stream ended")
+        await StreamingResponse(events(), media_type="text/event-stream")(scope, receive, send)
+    elif path == "/boom":
+        raise RuntimeError("secret detail of the failure")
+    elif path == "/nothing":
+        return  # no response at all
+    elif path == "/big":
+        await read_body(receive)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        block = bytes(range(256)) * 256  # 64 KiB
+        for _ in range(16):
+            await send({"type": "http.response.body", "body": block, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    else:
+        body, messages = await read_body(receive)
+        seen = {
+            key: scope[key]
+            for key in ("type", "http_version", "method", "scheme", "path", "root_path")
+        }
+        seen.update(
+            raw_path=scope["raw_path"].decode("latin-1"),
+            query_string=scope["query_string"].decode("latin-1"),
+            headers=[[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"]],
+            client=list(scope["client"]),
+            server=list(scope["server"]),
+            asgi=scope["asgi"],
+            body=body.decode("latin-1"),
+            body_messages=messages,
+        )
+        await respond(send, 200, json.dumps(seen).encode(),
+                      [(b"content-type", b"application/json")])
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """`python -m a2a_serverless.functions.loopback_server --port N app:app` in `cwd`."""
+
+    def __init__(self, cwd: Path, env: dict[str, str], log: Path) -> None:
+        self.port = _free_port()
+        self.log = log
+        # Where the test app records what a disconnect reached (the test app only).
+        self.disconnects = Path(env.get("DISCONNECT_LOG", os.devnull))
+        self.stderr = log.open("wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                SERVER,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "app:app",
+            ],
+            cwd=cwd,
+            env={
+                "PATH": os.environ.get("PATH", ""),
+                "PYTHONPATH": str(ROOT / "shared"),
+                "PYTHONUNBUFFERED": "1",
+                **env,
+            },
+            stdout=self.stderr,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            assert self.process.poll() is None, self.output()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not listen"
+                time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> int:
+        """SIGTERM, as Lambda's shutdown sends it: the exit code."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=15)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            self.stderr.close()
+
+
+class Raw:
+    """A raw client connection, its responses parsed by h11 (client side)."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.conn = h11.Connection(h11.CLIENT)
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def request(
+        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+    ) -> None:
+        """A request with Content-Length (through h11's client, which frames it)."""
+        all_headers = [("host", "loopback"), *headers]
+        if body or method == "POST":
+            all_headers.append(("content-length", str(len(body))))
+        data = self.conn.send(h11.Request(method=method, target=target, headers=all_headers))
+        if body:
+            data += self.conn.send(h11.Data(data=body))
+        data += self.conn.send(h11.EndOfMessage())
+        self.sock.sendall(data)
+
+    def next_event(self) -> Any:
+        while True:
+            event = self.conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            self.conn.receive_data(self.sock.recv(65536))
+
+    def response(self) -> tuple[h11.Response, bytes]:
+        """The whole next response; the connection ready for the next request."""
+        head = self.next_event()
+        while isinstance(head, h11.InformationalResponse):
+            head = self.next_event()
+        assert isinstance(head, h11.Response), head
+        body = b""
+        while True:
+            event = self.next_event()
+            if isinstance(event, h11.EndOfMessage):
+                break
+            body += event.data
+        if self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE:
+            self.conn.start_next_cycle()
+        return head, body
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    folder = tmp_path_factory.mktemp("loopback")
+    (folder / "app.py").write_text(TEST_APP)
+    log = folder / "disconnects.log"
+    log.touch()
+    server = Server(folder, {"DISCONNECT_LOG": str(log)}, folder / "server.log")
+    try:
+        yield server
+    finally:
+        assert server.stop() == 0, server.output()  # SIGTERM: a clean exit
+
+
+def _disconnects(server: Server) -> list[str]:
+    return server.disconnects.read_text().splitlines()
+
+
+def _wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_two_requests_on_one_connection(served: Server) -> None:
+    raw = Raw(served.port)
+    try:
+        raw.request("GET", "/first", [], b"")
+        first, body1 = raw.response()
+        raw.request("GET", "/second?n=2", [], b"")
+        second, body2 = raw.response()
+    finally:
+        raw.close()
+    assert first.status_code == second.status_code == 200
+    one, two = json.loads(body1), json.loads(body2)
+    assert (one["path"], two["path"], two["query_string"]) == ("/first", "/second", "n=2")
+    assert one["client"] == two["client"]  # the same connection (same client port)
+    assert one["client"][0] == "127.0.0.1" and one["server"] == ["127.0.0.1", served.port]
+
+
+def test_a_client_that_half_closes_still_gets_its_response(served: Server) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(b"GET /half HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.shutdown(socket.SHUT_WR)  # done sending, still reading
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert json.loads(body)["path"] == "/half"
+
+
+def test_the_scope_is_asgi_3_http(served: Server) -> None:
+    response = httpx.get(f"{served.url}/scope", headers={"X-Custom-Header": "Value"})
+    seen = response.json()
+    assert seen["type"] == "http" and seen["asgi"]["version"] == "3.0"
+    # 2.3: Starlette listens for http.disconnect (under 2.4 it would not).
+    assert seen["asgi"]["spec_version"] == "2.3"
+    assert (seen["http_version"], seen["method"], seen["scheme"]) == ("1.1", "GET", "http")
+    assert seen["root_path"] == ""
+    assert ["x-custom-header", "Value"] in seen["headers"]  # names lower-cased, values kept
+    assert seen["body"] == "" and seen["body_messages"] == 1
+
+
+def test_a_chunked_request_body_reaches_the_app(served: Server) -> None:
+    raw = Raw(served.port)
+    try:
+        raw.send_raw(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+        )
+        time.sleep(0.2)  # the rest later: the app reads it as it comes
+        raw.send_raw(b"6\r\n world\r\n0\r\n\r\n")
+        # h11's client state does not know of the hand-written request: parse the response
+        # with a fresh client connection that sent an equivalent one.
+        raw.conn.send(
+            h11.Request(
+                method="POST",
+                target="/echo",
+                headers=[("host", "x"), ("transfer-encoding", "chunked")],
+            )
+        )
+        raw.conn.send(h11.EndOfMessage())
+        response, body = raw.response()
+    finally:
+        raw.close()
+    assert response.status_code == 200
+    seen = json.loads(body)
+    assert seen["body"] == "hello world"
+    assert seen["body_messages"] >= 2  # the first chunk was handed over before the rest came
+
+
+def test_a_post_with_content_length(served: Server) -> None:
+    payload = {"jsonrpc": "2.0", "id": 1, "params": {"text": "é" * 1000}}
+    response = httpx.post(f"{served.url}/echo", json=payload)
+    assert response.status_code == 200
+    assert json.loads(response.json()["body"].encode("latin-1")) == payload
+
+
+def test_expect_100_continue_is_answered_before_the_body(served: Server) -> None:
+    raw = Raw(served.port)
+    try:
+        raw.send_raw(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"
+        )
+        interim = raw.sock.recv(1024)  # the body is not sent until the server asks
+        assert interim.startswith(b"HTTP/1.1 100 "), interim
+        raw.send_raw(b"ping")
+        rest = b""
+        while b'"body": "ping"' not in rest:
+            chunk = raw.sock.recv(65536)
+            assert chunk, rest
+            rest += chunk
+        assert rest.startswith(b"HTTP/1.1 200 ")
+    finally:
+        raw.close()
+
+
+def test_stream_events_reach_the_client_as_they_are_sent(served: Server) -> None:
+    arrivals: list[tuple[float, bytes]] = []
+    with httpx.stream("GET", f"{served.url}/stream", timeout=10) as response:
+        assert response.headers.get("transfer-encoding") == "chunked"  # no Content-Length
+        assert response.headers["content-type"] == "text/event-stream"
+        for chunk in response.iter_raw():
+            arrivals.append((time.monotonic(), chunk))
+    data = b"".join(chunk for _, chunk in arrivals)
+    assert data == b"".join(b"data: %d\n\n" % i for i in range(4))
+    # Sent 0.4 s apart: the first arrived at once, not with the last (~1.2 s later).
+    assert arrivals[0][1].startswith(b"data: 0")
+    assert arrivals[-1][0] - arrivals[0][0] > 0.8
+
+
+def test_a_peer_that_leaves_mid_stream_ends_the_app_s_wait(served: Server) -> None:
+    raw = Raw(served.port)
+    try:
+        raw.request("GET", "/hang", [], b"")
+        head = raw.next_event()
+        assert isinstance(head, h11.Response) and head.status_code == 200
+        assert b"first" in raw.next_event().data
+    finally:
+        raw.close()
+    assert _wait_for(lambda: "hang http.disconnect" in _disconnects(served)), _disconnects(served)
+
+
+def test_a_peer_that_leaves_ends_a_starlette_streaming_response(served: Server) -> None:
+    raw = Raw(served.port)
+    try:
+        raw.request("GET", "/starlette", [], b"")
+        assert isinstance(raw.next_event(), h11.Response)
+        assert raw.next_event().data.startswith(b"data: 0")
+    finally:
+        raw.close()
+    # The generator was closed (Starlette cancels it on http.disconnect), well before its
+    # 1000 events (~100 s).
+    assert _wait_for(lambda: "starlette stream ended" in _disconnects(served), timeout=5)
+
+
+def test_an_app_exception_is_a_500_without_details_and_the_server_goes_on(
+    served: Server,
+) -> None:
+    with httpx.Client(base_url=served.url) as client:
+        failed = client.get("/boom")
+        assert failed.status_code == 500
+        assert b"secret" not in failed.content and failed.text == "Internal Server Error"
+        assert client.get("/after").json()["path"] == "/after"
+    assert _wait_for(lambda: "secret detail of the failure" in served.output())  # logged
+    assert "RuntimeError" in served.output()
+
+
+def test_an_app_that_sends_no_response_is_a_500(served: Server) -> None:
+    raw = Raw(served.port)
+    try:
+        raw.request("GET", "/nothing", [], b"")
+        response, _ = raw.response()
+        assert response.status_code == 500
+        raw.request("GET", "/still-open", [], b"")  # and the connection serves the next
+        response, body = raw.response()
+    finally:
+        raw.close()
+    assert response.status_code == 200 and json.loads(body)["path"] == "/still-open"
+
+
+def test_the_app_gets_the_raw_path_and_query_string(served: Server) -> None:
+    raw = Raw(served.port)
+    try:
+        raw.request("GET", "/tasks/a%2Fb%20c:subscribe?x=1&y=%20%26&z", [], b"")
+        _, body = raw.response()
+    finally:
+        raw.close()
+    seen = json.loads(body)
+    assert seen["raw_path"] == "/tasks/a%2Fb%20c:subscribe"
+    assert seen["path"] == "/tasks/a/b c:subscribe"  # decoded, as ASGI says
+    assert seen["query_string"] == "x=1&y=%20%26&z"
+
+
+def test_a_large_response_arrives_intact(served: Server) -> None:
+    response = httpx.get(f"{served.url}/big", timeout=10)
+    expected = bytes(range(256)) * 256 * 16
+    assert len(response.content) == 1024 * 1024
+    assert hashlib.sha256(response.content).digest() == hashlib.sha256(expected).digest()
+
+
+def test_head_has_the_headers_and_no_body(served: Server) -> None:
+    raw = Raw(served.port)
+    try:
+        raw.request("HEAD", "/echo", [], b"")
+        response, body = raw.response()
+        # No body bytes on the wire: the next response parses right after the headers.
+        raw.request("GET", "/next", [], b"")
+        after, after_body = raw.response()
+    finally:
+        raw.close()
+    assert response.status_code == 200 and body == b""
+    assert int(dict(response.headers)[b"content-length"]) > 0  # what a GET would have
+    assert after.status_code == 200 and json.loads(after_body)["path"] == "/next"
+
+
+def test_a_malformed_request_is_a_400_and_the_connection_closes(served: Server) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 400 ")
+    assert httpx.get(f"{served.url}/ok").status_code == 200
+
+
+def test_the_server_imports_no_uvicorn_nor_click() -> None:
+    code = f"import json, sys\nimport {SERVER}\nprint(json.dumps(sorted(sys.modules)))\n"
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code],
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT / "shared")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = {m.split(".")[0] for m in json.loads(out.stdout)}
+    assert "h11" in loaded and SERVER in json.loads(out.stdout)
+    assert not {"uvicorn", "click", "starlette", "pydantic", "botocore"} & loaded
+    assert "uvicorn" not in out.stderr and "click" not in out.stderr  # -X importtime's list
+
+
+# -- a real function --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def get_task_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """functions/get_task/app.py served as run.sh serves it, its AWS calls to a moto server
+    holding the stack's table."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from a2a_serverless.local.stack import LocalStack
+
+    with LocalStack(event_sources=False) as stack:
+        spec = stack.functions["GetTaskFunction"]
+        env = {**stack.env, **spec.env}
+        table = next(
+            r["Properties"]
+            for r in stack.template["Resources"].values()
+            if r["Type"] == "AWS::DynamoDB::Table"
+        )
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    try:
+        host, port = moto.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        aws = {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint,
+        }
+        dynamodb: Any = boto3.session.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        ).client("dynamodb", endpoint_url=endpoint)
+        dynamodb.create_table(  # the stack's table, as template.yaml declares it
+            TableName=env["TABLE_NAME"],
+            AttributeDefinitions=table["AttributeDefinitions"],
+            KeySchema=table["KeySchema"],
+            GlobalSecondaryIndexes=[
+                {k: v for k, v in index.items() if k in ("IndexName", "KeySchema", "Projection")}
+                for index in table.get("GlobalSecondaryIndexes") or ()
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        folder = tmp_path_factory.mktemp("get_task")
+        server = Server(spec.code_dir, {**env, **aws}, folder / "server.log")
+        try:
+            yield server
+        finally:
+            assert server.stop() == 0, server.output()
+    finally:
+        moto.stop()
+
+
+def test_a_real_function_answers_through_the_server(get_task_served: Server) -> None:
+    event = json.loads((ROOT / "events" / "get_task.json").read_text())
+    headers = {k: v for k, v in event["headers"].items() if k.lower() != "host"}
+    # What the Web Adapter adds: API Gateway's request context as a header.
+    headers["x-amzn-request-context"] = json.dumps(event["requestContext"])
+    with httpx.Client(base_url=get_task_served.url, timeout=30) as client:
+        missing = client.get(event["path"], headers=headers)
+        again = client.get(event["path"], headers=headers)  # the kept-alive connection
+    assert missing.status_code == 404, (missing.text, get_task_served.output()[-3000:])
+    assert again.status_code == 404
+    assert missing.json()["error"]["details"][0]["reason"] == "TASK_NOT_FOUND"
+    assert missing.headers["content-type"].startswith("application/")
+    # The function logs its requests (Powertools JSON lines on stdout), nothing of the server.
+    lines = [line for line in get_task_served.output().splitlines() if line.startswith("{")]
+    assert any(json.loads(line).get("status") == 404 for line in lines), lines[-5:]
