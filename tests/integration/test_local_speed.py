@@ -1,8 +1,9 @@
 """moto_patches' shortcuts for the local stack's throughput (issue 14, item 5) give the answers
 moto gives without them: the direct DynamoDB path (no signing, retries, URL routing), the kept
-update-expression parse trees and the kept validator maps. The same calls run on a fresh moto
-with and without the patches; parsed responses, errors and the table's items must match, and
-each patch must be the path the calls took (counted, not timed)."""
+update-expression parse trees, the kept validator maps and walks, and the kept response
+member names. The same calls run on a fresh moto with and without the patches; parsed
+responses, errors and the table's items must match, and each patch must be the path the calls
+took (counted, not timed)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def _patched(patches: moto_patches.Patches) -> None:
     moto_patches.parsed_update_expressions_kept(patches)
     moto_patches.processing_maps_kept(patches)
     moto_patches.handler_methods_kept(patches)
+    moto_patches.quick_response_values(patches)
+    moto_patches.cheap_transactions(patches)
 
 
 @contextmanager
@@ -136,6 +139,36 @@ def _scenario(client: Any) -> list[Any]:
             ExpressionAttributeNames={"#m": "missing", "#x": "x"},
             ExpressionAttributeValues={":s": {"S": "v"}},
         ),
+        # What moto's validators refuse, each in its own walk of the tree: two SET clauses,
+        # overlapping paths, a key attribute, an operand of the wrong type.
+        lambda: client.update_item(
+            TableName=TABLE,
+            Key=KEY,
+            UpdateExpression="SET #s = :s SET #n = :one",
+            ExpressionAttributeNames={"#s": "state", "#n": "n"},
+            ExpressionAttributeValues={":s": {"S": "v"}, ":one": {"N": "1"}},
+        ),
+        lambda: client.update_item(
+            TableName=TABLE,
+            Key=KEY,
+            UpdateExpression="SET #s = :s, #s = :one",
+            ExpressionAttributeNames={"#s": "state"},
+            ExpressionAttributeValues={":s": {"S": "v"}, ":one": {"N": "1"}},
+        ),
+        lambda: client.update_item(
+            TableName=TABLE,
+            Key=KEY,
+            UpdateExpression="SET #k = :s",
+            ExpressionAttributeNames={"#k": "sk"},
+            ExpressionAttributeValues={":s": {"S": "v"}},
+        ),
+        lambda: client.update_item(
+            TableName=TABLE,
+            Key=KEY,
+            UpdateExpression="SET #n = #n + :s",
+            ExpressionAttributeNames={"#n": "n"},
+            ExpressionAttributeValues={":s": {"S": "v"}},
+        ),
         lambda: client.transact_write_items(
             TransactItems=[
                 {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "T#3"}, "sk": {"S": "H"}}}},
@@ -149,6 +182,8 @@ def _scenario(client: Any) -> list[Any]:
                 },
             ]
         ),
+        lambda: client.transact_write_items(TransactItems=_conditional_writes()),
+        lambda: client.transact_write_items(TransactItems=_conditional_writes()),  # refused
         lambda: client.transact_write_items(
             TransactItems=[
                 {
@@ -181,12 +216,35 @@ def _scenario(client: Any) -> list[Any]:
     return [_outcome(call) for call in calls]
 
 
+def _conditional_writes() -> list[dict[str, Any]]:
+    """A transaction whose writes are all conditional: it passes once, then is cancelled."""
+    return [
+        {
+            "Update": {
+                "TableName": TABLE,
+                "Key": {"pk": {"S": "T#4"}, "sk": {"S": "H"}},
+                "UpdateExpression": "SET #v = :v",
+                "ConditionExpression": "attribute_not_exists(#v) OR #v < :v",
+                "ExpressionAttributeNames": {"#v": "version"},
+                "ExpressionAttributeValues": {":v": {"N": "1"}},
+            }
+        },
+        {
+            "Put": {
+                "TableName": TABLE,
+                "Item": {"pk": {"S": "T#4"}, "sk": {"S": "E#1"}, "b": {"B": b"\x00"}},
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        },
+    ]
+
+
 def test_the_patched_path_answers_as_moto_does() -> None:
     with _moto(None) as client:
         expected = _scenario(client)
     with _moto(_patched) as client:
         got = _scenario(client)
-    assert [o[0] for o in expected].count("error") == 5  # the scenario's refusals happened
+    assert [o[0] for o in expected].count("error") == 10  # the scenario's refusals happened
     assert got == expected
 
 
@@ -240,6 +298,62 @@ def test_a_validator_builds_its_processing_map_once(monkeypatch: Any) -> None:
     assert len(built) == len(set(built)) == 2
 
 
+def test_validators_walk_without_moto_s_recursion(monkeypatch: Any) -> None:
+    """Under the patch a validator's walk is the kept one: moto's recursive walk (counted) is
+    not called for an update; without the patch it is, at every node."""
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+
+    walked: list[int] = []
+    original = DepthFirstTraverser.traverse_node_recursively
+
+    def counted(self: Any, node: Any, child_id: int = -1) -> Any:
+        walked.append(1)
+        return original(self, node, child_id)
+
+    monkeypatch.setattr(DepthFirstTraverser, "traverse_node_recursively", counted)
+    update = {
+        "TableName": TABLE,
+        "Key": KEY,
+        "UpdateExpression": "SET #a = :a, #b = list_append(if_not_exists(#b, :e), :b)",
+        "ExpressionAttributeNames": {"#a": "a", "#b": "b"},
+        "ExpressionAttributeValues": {":a": {"S": "1"}, ":b": {"L": [{"S": "x"}]}, ":e": {"L": []}},
+    }
+    with _moto(None) as client:
+        client.update_item(**update)
+    assert len(walked) > 10
+    walked.clear()
+    with _moto(_patched) as client:
+        client.update_item(**update)
+        assert client.get_item(TableName=TABLE, Key=KEY)["Item"]["b"] == {"L": [{"S": "x"}]}
+    assert walked == []
+
+
+def test_a_transaction_parses_each_condition_once(monkeypatch: Any) -> None:
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    parsed: list[str] = []
+    original = ConditionExpressionParser.parse
+
+    def counted(self: Any) -> Any:
+        if self.condition_expression:  # moto parses a missing condition too (to nothing)
+            parsed.append(self.condition_expression)
+        return original(self)
+
+    monkeypatch.setattr(ConditionExpressionParser, "parse", counted)
+    with _moto(None) as client:
+        client.transact_write_items(TransactItems=_conditional_writes())
+    assert len(parsed) > 2  # moto's own path: each condition more than once
+    parsed.clear()
+    with _moto(_patched) as client:
+        client.transact_write_items(TransactItems=_conditional_writes())
+        with pytest.raises(ClientError, match="TransactionCanceled"):
+            client.transact_write_items(TransactItems=_conditional_writes())
+    # Twice per condition per transaction (moto's request validation, then once for all the
+    # backend's checks), nothing kept from one transaction to the next.
+    conditions = [next(iter(w.values()))["ConditionExpression"] for w in _conditional_writes()]
+    assert sorted(parsed) == sorted(4 * conditions)
+
+
 def test_bench_clients_run_in_a_process_of_their_own() -> None:
     """scripts/bench_local.py measures from a client process (the server keeps its own GIL):
     a workload run that way against a served app gives its figure back, and a failing one
@@ -263,3 +377,20 @@ def test_bench_clients_run_in_a_process_of_their_own() -> None:
                 bench.run_clients("non_blocking", nobody, clients=1, tasks=1, headers=bench.HEADERS)
     finally:
         sys.modules.pop(spec.name, None)
+
+
+def test_a_stack_runs_with_its_switch_interval_and_restores_the_interpreter_s(
+    monkeypatch: Any,
+) -> None:
+    import sys
+
+    from a2a_serverless.local import stack as local_stack
+
+    before = sys.getswitchinterval()
+    monkeypatch.delenv(local_stack.SWITCH_INTERVAL_ENV, raising=False)
+    with local_stack.LocalStack(event_sources=False):
+        assert sys.getswitchinterval() == pytest.approx(local_stack.SWITCH_INTERVAL_SECONDS)
+    assert sys.getswitchinterval() == before
+    monkeypatch.setenv(local_stack.SWITCH_INTERVAL_ENV, "0")  # the interpreter's own
+    with local_stack.LocalStack(event_sources=False):
+        assert sys.getswitchinterval() == before

@@ -10,6 +10,7 @@ does (the local stack's throughput, issue 14; tests/integration/test_local_speed
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -80,6 +81,7 @@ def cheap_transactions(patches: Patches) -> None:
     the writes without its table copies. Same outcome: all items or none."""
     import moto.dynamodb.models as dynamodb_models
     from moto.dynamodb.exceptions import TransactionCanceledException
+    from moto.dynamodb.models import table as table_models
     from moto.dynamodb.models.table import Table
 
     backend_class = dynamodb_models.DynamoDBBackend
@@ -98,7 +100,47 @@ def cheap_transactions(patches: Patches) -> None:
 
     patches.replace(dynamodb_models, "copy", _CopyWithoutTables())
 
+    # A conditional write of a transaction has its condition parsed three times in the
+    # backend: by the check below, by moto's own check, and by moto's put_item or update_item
+    # (a tenth of a transaction's CPU; moto's request validation parses it once more, before).
+    # While a transaction runs, an expression parsed with the same names and values is the
+    # one parsed before: a parsed condition holds no state of its own, each check evaluates
+    # it against the item it is given.
+    parse_condition = dynamodb_models.get_filter_expression
+    parsed_conditions = threading.local()
+
+    def get_filter_expression(expression: Any, names: Any, values: Any) -> Any:
+        kept: dict[str, Any] | None = getattr(parsed_conditions, "kept", None)
+        if kept is None or not isinstance(expression, str):
+            return parse_condition(expression, names, values)
+        key = json.dumps([expression, names, values], sort_keys=True, default=repr)
+        found = kept.get(key)
+        if found is None:
+            found = kept[key] = parse_condition(expression, names, values)  # raises: not kept
+        return found
+
+    class _KeptConditionParser:
+        """update_item's parser: its `parse` is get_filter_expression's (that is all moto's
+        `get_filter_expression` does with a parser), so it finds the kept ones too."""
+
+        def __init__(self, expression: Any, names: Any, values: Any) -> None:
+            self.arguments = (expression, names, values)
+
+        def parse(self) -> Any:
+            return get_filter_expression(*self.arguments)
+
+    patches.replace(dynamodb_models, "get_filter_expression", get_filter_expression)
+    patches.replace(table_models, "get_filter_expression", get_filter_expression)  # put_item's
+    patches.replace(dynamodb_models, "create_condition_expression_parser", _KeptConditionParser)
+
     def transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
+        parsed_conditions.kept = {}
+        try:
+            return _transact_write_items(backend, transact_items)
+        finally:
+            parsed_conditions.kept = None
+
+    def _transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
         touched: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
         errors: list[tuple[Any, Any, Any]] = []
         for entry in transact_items:
@@ -117,7 +159,10 @@ def cheap_transactions(patches: Patches) -> None:
                 op.get("ExpressionAttributeNames"),
                 op.get("ExpressionAttributeValues"),
             ).expr(current):
-                errors.append(("ConditionalCheckFailed", "The conditional request failed", None))
+                # The item as it was, when asked for, as moto's own check reports it.
+                wanted = op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+                item = current.to_json()["Attributes"] if wanted and current else None
+                errors.append(("ConditionalCheckFailed", "The conditional request failed", item))
             else:
                 errors.append((None, None, None))
             old = copy.deepcopy(current.to_json()["Attributes"]) if current else None
@@ -484,7 +529,27 @@ def quick_response_values(patches: Patches) -> None:
     pickers = (serialize.AttributePicker, serialize.XFormedAttributePicker)
     names: dict[tuple[Any, ...], tuple[str, ...] | None] = {}
 
+    # The same answers by the shape object itself: moto's service models are built once
+    # (`get_service_model` is cached) and botocore keeps each member shape on its parent, so
+    # one response's shapes are the next one's and building the key above per value (a few
+    # microseconds, thousands of times a response) was most of this patch's own cost. An
+    # entry holds its shape and service model, so their ids cannot be reused while it is
+    # kept; bounded, in case some service's shapes are made afresh.
+    by_shape: dict[tuple[type, int, str], tuple[Any, Any, tuple[str, ...] | None]] = {}
+    by_shape_limit = 16384
+
     def candidates(serializer: Any, picker: Any, key: str, shape: Any) -> tuple[str, ...] | None:
+        fast_key = (type(picker), id(shape), key)
+        entry = by_shape.get(fast_key)
+        model = serializer.service_model
+        if entry is not None and entry[0] is shape and entry[1] is model:
+            return entry[2]
+        found = described(serializer, picker, key, shape)
+        if len(by_shape) < by_shape_limit:
+            by_shape[fast_key] = (shape, model, found)
+        return found
+
+    def described(serializer: Any, picker: Any, key: str, shape: Any) -> tuple[str, ...] | None:
         parent = getattr(shape, "parent", None)
         cache_key = (
             type(picker),
@@ -673,8 +738,73 @@ def processing_maps_kept(patches: Patches) -> None:
                 return processor(node)
         return None
 
+    # The walk itself asks `isinstance` of moto's ABC node classes twice at every node (ABCMeta's
+    # check in Python), then for each key of the map: with the calls around it, a tenth of the
+    # CPU of the stack's DynamoDB calls. The answer depends only on the node's class and the
+    # map's keys (a class's map has the same keys in the same order for every instance), so
+    # `traverse` keeps it per (traverser class, node class) and walks as moto's
+    # `traverse_node_recursively` does: children first, each replaced by what processing it
+    # returns. A traverser of another shape (its own walk or processing) walks as before.
+    from moto.dynamodb.parsing.ast_nodes import Node  # type: ignore[attr-defined]
+
+    original_walk = DepthFirstTraverser.traverse_node_recursively
+    default_pre = DepthFirstTraverser.pre_processing_of_child
+    class_keys: dict[type, tuple[type, ...]] = {}  # traverser class -> its map's keys
+    # traverser class -> node class -> the map key processing it (None: none; absent from
+    # the inner dict: not yet seen); `_NOT_A_NODE` for values that are no Node at all.
+    keys_for: dict[type, dict[type, Any]] = {}
+
+    def traverse(traverser: Any, root: Any) -> Any:
+        cls = type(traverser)
+        keys = nodes_to_be_processed(traverser)
+        if (
+            cls.traverse_node_recursively is not original_walk
+            or cls.process is not process
+            or cls.nodes_to_be_processed is not nodes_to_be_processed
+            or class_keys.setdefault(cls, keys) != keys
+        ):
+            return traverser.traverse_node_recursively(root)
+        methods = processing_map(traverser)
+        pre = (
+            None
+            if cls.pre_processing_of_child is default_pre
+            else traverser.pre_processing_of_child
+        )
+        known = keys_for.setdefault(cls, {})
+
+        def walk(node: Any, child_id: int) -> Any:
+            node_type = type(node)
+            key = known.get(node_type, _UNSEEN)
+            if key is _UNSEEN:
+                if isinstance(node, Node):
+                    key = next((k for k in keys if isinstance(node, k)), None)
+                else:
+                    key = _NOT_A_NODE
+                known[node_type] = key
+            if key is _NOT_A_NODE:
+                return node
+            parent_node = node.parent
+            if node.children is not None:
+                for i, child_node in enumerate(node.children):
+                    if pre is not None:
+                        pre(node, i)
+                    walk(child_node, i)
+            if key is not None:
+                node = methods[key](node)
+                node.parent = parent_node
+                if parent_node:
+                    parent_node.children[child_id] = node
+            return node
+
+        return walk(root, -1)
+
     patches.replace(DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed)
     patches.replace(DepthFirstTraverser, "process", process)
+    patches.replace(DepthFirstTraverser, "traverse", traverse)
+
+
+_UNSEEN = object()
+_NOT_A_NODE = object()
 
 
 def handler_methods_kept(patches: Patches) -> None:

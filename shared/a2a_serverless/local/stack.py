@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -81,6 +82,25 @@ _BASE_ENV = {
     "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
     "MOTO_ALLOW_NONEXISTENT_REGION": "true",
 }
+
+
+# How often CPython makes the running thread hand the GIL over (seconds; Python's default is
+# 0.005). The stack is one process of many threads (the gateway's event loop and worker
+# threads, the Step Functions interpreter's, the event source pollers) sharing one GIL, and
+# under load the default's forced hand-overs cost CPU of their own (8 clients of
+# scripts/bench_local.py's non-blocking loop, same code: 24-26 tasks/s at 0.005-0.01, 28-33
+# at 0.02-0.05, with less server CPU per task; latency figures unchanged). A thread waiting
+# on I/O or a lock still lets go at once; only a thread that computes keeps it longer. Set
+# while a stack runs, restored when it stops; A2A_LOCAL_SWITCH_INTERVAL overrides it (0:
+# leave the interpreter's own).
+SWITCH_INTERVAL_ENV = "A2A_LOCAL_SWITCH_INTERVAL"
+SWITCH_INTERVAL_SECONDS = 0.02
+
+
+def _switch_interval() -> float | None:
+    """The GIL switch interval the stack runs with (None: the interpreter's own)."""
+    value = float(os.environ.get(SWITCH_INTERVAL_ENV) or SWITCH_INTERVAL_SECONDS)
+    return value if value > 0 else None
 
 
 # A directory: the stack traces allocations (tracemalloc) and dumps a snapshot there every
@@ -188,11 +208,16 @@ class LocalStack:
         # Runs in a thread with the event sources; `sweeper.sweep()` runs it by hand.
         self.sweeper: Sweeper | None = None
         self._stopped = threading.Event()  # ends the stack's own diagnostic threads
+        self._saved_switch_interval: float | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> LocalStack:
         LocalStack._live.append(self)
+        interval = _switch_interval()
+        if interval is not None:
+            self._saved_switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(interval)
         # Executions of earlier stacks may still run in these (moto_patches.lambda_invoke).
         self._earlier_threads = frozenset(threading.enumerate()) - {threading.main_thread()}
         self._set_env(_BASE_ENV)
@@ -305,6 +330,9 @@ class LocalStack:
             else:
                 os.environ[key] = value
         self._saved_env.clear()
+        if self._saved_switch_interval is not None:
+            sys.setswitchinterval(self._saved_switch_interval)
+            self._saved_switch_interval = None
         from a2a_serverless import wiring
 
         wiring.reset()
