@@ -142,10 +142,6 @@ def test_a_function_init_loads_only_what_it_uses(function: str) -> None:
     assert not (NOT_LOADED[function] | NEVER) & loaded
 
 
-# The functions whose create() ends the init pause (GetTask's module does not start one).
-PAUSED = {n for n in NOT_LOADED if n != "get_task"}
-
-
 # The Web Adapter functions (run.sh): the server module first, then `app` through it.
 WEB_ADAPTER = ("get_task", "send_message", "stream")
 _SERVED_PROBE = """
@@ -176,16 +172,14 @@ def test_a_web_adapter_function_init_as_run_sh_starts_it(function: str) -> None:
     assert "a2a_serverless.functions." + function in loaded
     assert not (NOT_LOADED[function] | NEVER) & loaded
     assert init["gc"] is True
-    if function in PAUSED:
-        assert init["frozen"] > 10_000  # the init pause ran: `app` was recognised
+    assert init["frozen"] > 10_000  # the init pause ran: `app` was recognised
 
 
 @pytest.mark.parametrize("function", sorted(NOT_LOADED))
 def test_a_function_init_leaves_the_gc_on_and_freezes_what_it_made(function: str) -> None:
     after = _init(function)
     assert after["gc"] is True  # a create() that forgot init_done() would leave it off
-    if function in PAUSED:
-        assert after["frozen"] > 10_000  # the init's objects, out of later collections
+    assert after["frozen"] > 10_000  # every function's init: its objects out of later collections
 
 
 def test_importing_a_function_outside_its_init_leaves_the_gc_alone() -> None:
