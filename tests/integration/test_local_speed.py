@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import boto3
@@ -20,6 +21,18 @@ from a2a_serverless.local import moto_patches
 
 TABLE = "speed"
 KEY = {"pk": {"S": "T#1"}, "sk": {"S": "H"}}
+# Updates moto's validators refuse, each in its own walk of the tree: two SET clauses,
+# overlapping paths, a key attribute, an operand of the wrong type.
+VALIDATOR_REFUSALS = [
+    (
+        "SET #s = :s SET #n = :one",
+        {"#s": "state", "#n": "n"},
+        {":s": {"S": "v"}, ":one": {"N": "1"}},
+    ),
+    ("SET #s = :s, #s = :one", {"#s": "state"}, {":s": {"S": "v"}, ":one": {"N": "1"}}),
+    ("SET #k = :s", {"#k": "sk"}, {":s": {"S": "v"}}),
+    ("SET #n = #n + :s", {"#n": "n"}, {":s": {"S": "v"}}),
+]
 
 
 def _patched(patches: moto_patches.Patches) -> None:
@@ -139,35 +152,16 @@ def _scenario(client: Any) -> list[Any]:
             ExpressionAttributeNames={"#m": "missing", "#x": "x"},
             ExpressionAttributeValues={":s": {"S": "v"}},
         ),
-        # What moto's validators refuse, each in its own walk of the tree: two SET clauses,
-        # overlapping paths, a key attribute, an operand of the wrong type.
-        lambda: client.update_item(
-            TableName=TABLE,
-            Key=KEY,
-            UpdateExpression="SET #s = :s SET #n = :one",
-            ExpressionAttributeNames={"#s": "state", "#n": "n"},
-            ExpressionAttributeValues={":s": {"S": "v"}, ":one": {"N": "1"}},
-        ),
-        lambda: client.update_item(
-            TableName=TABLE,
-            Key=KEY,
-            UpdateExpression="SET #s = :s, #s = :one",
-            ExpressionAttributeNames={"#s": "state"},
-            ExpressionAttributeValues={":s": {"S": "v"}, ":one": {"N": "1"}},
-        ),
-        lambda: client.update_item(
-            TableName=TABLE,
-            Key=KEY,
-            UpdateExpression="SET #k = :s",
-            ExpressionAttributeNames={"#k": "sk"},
-            ExpressionAttributeValues={":s": {"S": "v"}},
-        ),
-        lambda: client.update_item(
-            TableName=TABLE,
-            Key=KEY,
-            UpdateExpression="SET #n = #n + :s",
-            ExpressionAttributeNames={"#n": "n"},
-            ExpressionAttributeValues={":s": {"S": "v"}},
+        *(
+            partial(
+                client.update_item,
+                TableName=TABLE,
+                Key=KEY,
+                UpdateExpression=expression,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+            for expression, names, values in VALIDATOR_REFUSALS
         ),
         lambda: client.transact_write_items(
             TransactItems=[

@@ -229,6 +229,12 @@ class Raw:
     def close(self) -> None:
         self.sock.close()
 
+    def __enter__(self) -> Raw:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
@@ -257,14 +263,11 @@ def _wait_for(predicate: Any, timeout: float = 10.0) -> bool:
 
 
 def test_two_requests_on_one_connection(served: Server) -> None:
-    raw = Raw(served.port)
-    try:
+    with Raw(served.port) as raw:
         raw.request("GET", "/first", [], b"")
         first, body1 = raw.response()
         raw.request("GET", "/second?n=2", [], b"")
         second, body2 = raw.response()
-    finally:
-        raw.close()
     assert first.status_code == second.status_code == 200
     one, two = json.loads(body1), json.loads(body2)
     assert (one["path"], two["path"], two["query_string"]) == ("/first", "/second", "n=2")
@@ -297,8 +300,7 @@ def test_the_scope_is_asgi_3_http(served: Server) -> None:
 
 
 def test_a_chunked_request_body_reaches_the_app(served: Server) -> None:
-    raw = Raw(served.port)
-    try:
+    with Raw(served.port) as raw:
         raw.send_raw(
             b"POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
         )
@@ -316,8 +318,6 @@ def test_a_chunked_request_body_reaches_the_app(served: Server) -> None:
         )
         raw.conn.send(h11.EndOfMessage())
         response, body = raw.response()
-    finally:
-        raw.close()
     assert response.status_code == 200
     seen = json.loads(body)
     assert seen["body"] == "hello world"
@@ -332,8 +332,7 @@ def test_a_post_with_content_length(served: Server) -> None:
 
 
 def test_expect_100_continue_is_answered_before_the_body(served: Server) -> None:
-    raw = Raw(served.port)
-    try:
+    with Raw(served.port) as raw:
         raw.send_raw(
             b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"
         )
@@ -346,8 +345,6 @@ def test_expect_100_continue_is_answered_before_the_body(served: Server) -> None
             assert chunk, rest
             rest += chunk
         assert rest.startswith(b"HTTP/1.1 200 ")
-    finally:
-        raw.close()
 
 
 def test_stream_events_reach_the_client_as_they_are_sent(served: Server) -> None:
@@ -367,25 +364,19 @@ def test_stream_events_reach_the_client_as_they_are_sent(served: Server) -> None
 
 
 def test_a_peer_that_leaves_mid_stream_ends_the_app_s_wait(served: Server) -> None:
-    raw = Raw(served.port)
-    try:
+    with Raw(served.port) as raw:
         raw.request("GET", "/hang", [], b"")
         head = raw.next_event()
         assert isinstance(head, h11.Response) and head.status_code == 200
         assert b"first" in raw.next_event().data
-    finally:
-        raw.close()
     assert _wait_for(lambda: "hang http.disconnect" in _disconnects(served)), _disconnects(served)
 
 
 def test_a_peer_that_leaves_ends_a_starlette_streaming_response(served: Server) -> None:
-    raw = Raw(served.port)
-    try:
+    with Raw(served.port) as raw:
         raw.request("GET", "/starlette", [], b"")
         assert isinstance(raw.next_event(), h11.Response)
         assert raw.next_event().data.startswith(b"data: 0")
-    finally:
-        raw.close()
     # The generator was closed (Starlette cancels it on http.disconnect), well before its
     # 1000 events (~100 s).
     assert _wait_for(lambda: "starlette stream ended" in _disconnects(served), timeout=5)
@@ -404,25 +395,19 @@ def test_an_app_exception_is_a_500_without_details_and_the_server_goes_on(
 
 
 def test_an_app_that_sends_no_response_is_a_500(served: Server) -> None:
-    raw = Raw(served.port)
-    try:
+    with Raw(served.port) as raw:
         raw.request("GET", "/nothing", [], b"")
         response, _ = raw.response()
         assert response.status_code == 500
         raw.request("GET", "/still-open", [], b"")  # and the connection serves the next
         response, body = raw.response()
-    finally:
-        raw.close()
     assert response.status_code == 200 and json.loads(body)["path"] == "/still-open"
 
 
 def test_the_app_gets_the_raw_path_and_query_string(served: Server) -> None:
-    raw = Raw(served.port)
-    try:
+    with Raw(served.port) as raw:
         raw.request("GET", "/tasks/a%2Fb%20c:subscribe?x=1&y=%20%26&z", [], b"")
         _, body = raw.response()
-    finally:
-        raw.close()
     seen = json.loads(body)
     assert seen["raw_path"] == "/tasks/a%2Fb%20c:subscribe"
     assert seen["path"] == "/tasks/a/b c:subscribe"  # decoded, as ASGI says
@@ -437,15 +422,12 @@ def test_a_large_response_arrives_intact(served: Server) -> None:
 
 
 def test_head_has_the_headers_and_no_body(served: Server) -> None:
-    raw = Raw(served.port)
-    try:
+    with Raw(served.port) as raw:
         raw.request("HEAD", "/echo", [], b"")
         response, body = raw.response()
         # No body bytes on the wire: the next response parses right after the headers.
         raw.request("GET", "/next", [], b"")
         after, after_body = raw.response()
-    finally:
-        raw.close()
     assert response.status_code == 200 and body == b""
     assert int(dict(response.headers)[b"content-length"]) > 0  # what a GET would have
     assert after.status_code == 200 and json.loads(after_body)["path"] == "/next"
