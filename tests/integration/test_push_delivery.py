@@ -567,12 +567,9 @@ def _hostile_turn(webhooks: Webhooks, round_: int, delay: float, retry_queue: st
 # The default PushSlowSeconds (settings: 0.5 s) is chosen not to exceed it.
 AWS_QUIET_SECONDS = 0.5
 ROUNDS = 5
-# What the hostile owner's bookkeeping costs locally: the batch that parks its ten webhooks
-# (ten conditional writes and ten queue calls) and the next one, which queues the rest of its
-# turn behind them (as many again), all serialized by moto's locks: 0.2-0.6 s each measured on
-# a loaded 2-core machine; tens of ms on AWS, where the calls of the lanes run side by side.
-PARKING_MARGIN = 1.0
-# A penalized owner's batch parks its webhooks without POSTing: the same bookkeeping, once.
+# What a penalized owner's batch costs locally: it parks its ten webhooks without POSTing (ten
+# conditional writes and ten queue calls, serialized by moto's locks); tens of ms on AWS, where
+# the calls of the lanes run side by side.
 PENALIZED_PARKING_MARGIN = 0.3
 
 
@@ -624,11 +621,14 @@ def test_a_hostile_owners_slow_webhooks_delay_another_owners_first_delivery_once
     AWS keeps order per item only and a task's events would reach its webhooks out of order),
     so the other owner's event waits for the hostile batch. The first time, its slow webhooks'
     direct attempts run side by side and give up after one slow threshold, then they are
-    parked: the wait is at most one threshold plus parking, whatever their delay or number
-    (asserted). From then on the owner is penalized (PUSH_PENALTY_SECONDS): its webhooks are
-    parked without a direct attempt (asserted: none of them is POSTed on the stream's time),
-    and the other owner's first delivery stays within 2x of the quiet case (the median of the
-    later rounds, asserted with the local stack's parking margin; printed).
+    parked: the wait is one threshold plus parking, whatever their delay or number (asserted
+    by what the webhooks saw: one POST each, all sent side by side, and the other owner's POST
+    before any hostile answer could have come back; its time is printed, not asserted: a
+    loaded machine stretches it, see scripts/bench for times). From then on the owner is
+    penalized (PUSH_PENALTY_SECONDS): its webhooks are parked without a direct attempt
+    (asserted: none of them is POSTed on the stream's time), and the other owner's first
+    delivery stays within 2x of the quiet case (the median of the later rounds, asserted with
+    the local stack's parking margin; printed).
 
     The threshold is the default scaled by this stack's quiet first delivery over AWS's
     (AWS_QUIET_SECONDS), the same proportion as deployed. Only the stream mapping polls (in
@@ -648,6 +648,14 @@ def test_a_hostile_owners_slow_webhooks_delay_another_owners_first_delivery_once
             hooks = _hostile_turn(webhooks, round_, delay, retry_queue)
             noisy.append(_first_delivery_seconds(webhooks, f"noisy-{round_}"))
             _stream_idle(stack, stream)
+            if round_ == 0:  # the first offence: one direct attempt each, side by side
+                first_posts = [webhooks.posts_to(h) for h in hooks]
+                assert [len(p) for p in first_posts] == [1] * len(hooks), first_posts
+                arrivals = [p[0].at for p in first_posts]
+                # One after another, each would start once the one before gave up (>= slow).
+                assert max(arrivals) - min(arrivals) < (len(hooks) - 1) * slow, (arrivals, slow)
+                # The other owner's webhook did not wait for any hostile answer.
+                assert webhooks.posts_to("noisy-0")[0].at < min(arrivals) + delay
             if round_ > 0:  # penalized: parked at once, never POSTed on the stream's time
                 assert not any(webhooks.posts_to(h) for h in hooks), round_
             # Its events were queued. Emptied for the next round: moto's SQS calls slow down
@@ -661,7 +669,6 @@ def test_a_hostile_owners_slow_webhooks_delay_another_owners_first_delivery_once
     )
     # Unfixed, the quiet owner waited out the hostile answers (3 s each, one after another).
     assert max(noisy) < delay, (quiet, noisy)
-    assert first <= quiet_median + slow + PARKING_MARGIN, (quiet, noisy, slow)
     assert later <= 2 * quiet_median + PENALIZED_PARKING_MARGIN, (quiet, noisy)
 
 
