@@ -48,7 +48,7 @@ def _aws_session() -> Any:
         import botocore.session  # imported here: the card function never needs it
 
         _botocore_session = botocore.session.get_session()
-        _check_service_names_alone(_botocore_session)
+        _lighter_loader(_botocore_session)
     return _botocore_session
 
 
@@ -76,12 +76,19 @@ class _ServiceNames:
         return iter(self._full(self._type_name))
 
 
-def _check_service_names_alone(session: Any) -> None:
-    """Only on this module's own session: boto3's default session (the local stack, tests)
-    keeps botocore's own loader."""
+def _lighter_loader(session: Any) -> None:
+    """The session's loader checks service names in one folder (`_ServiceNames`) and reads the
+    layer's cut of endpoints.json when there is one (botocore_endpoints.py). Only on this
+    module's own session: boto3's default session (the local stack, tests, a flow's own
+    clients) keeps botocore's own loader."""
+    import botocore
+
+    from a2a_serverless.botocore_endpoints import use_cut_endpoints
+
     loader = session.get_component("data_loader")
     full = loader.list_available_services
     loader.list_available_services = lambda type_name: _ServiceNames(loader, full, type_name)
+    use_cut_endpoints(loader, botocore.__version__)
 
 
 def aws_client(service: str, settings: Settings) -> Any:

@@ -6,8 +6,10 @@ for real (pip stubbed out: no network), and their output inspected."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +162,57 @@ def test_without_a_python_313_the_layer_builds_without_bytecode_and_says_so(
     assert "python3.13" in warnings[0] and "sam build --use-container" in warnings[0]
     assert (artifacts / "python" / "a2a_serverless" / "settings.py").is_file()
     assert not list(artifacts.rglob("*.pyc"))
+
+
+# -- botocore's endpoints, cut to the functions' services (a2a_serverless/botocore_endpoints.py)
+
+
+def _pip_with_botocore(directory: Path, version: str) -> Path:
+    """A PYTHON whose pip step installs a small botocore (its version line and an endpoints
+    file of two services) and which is the test's own Python for anything else."""
+    endpoints = {
+        "version": 3,
+        "partitions": [
+            {"partition": "aws", "regions": {}, "services": {"dynamodb": {}, "s3": {}}},
+        ],
+    }
+    script = directory / "python-with-botocore"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1 $2" = "-m pip" ]; then\n'
+        '  while [ "$1" != --target ]; do shift; done\n'
+        '  mkdir -p "$2/botocore/data"\n'
+        f'  echo "__version__ = \'{version}\'" > "$2/botocore/__init__.py"\n'
+        f"  echo '{json.dumps(endpoints)}' > \"$2/botocore/data/endpoints.json\"\n"
+        "  exit 0\n"
+        "fi\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_layer_ships_botocore_s_endpoints_cut_to_the_functions_services(
+    tmp_path: Path,
+) -> None:
+    artifacts = tmp_path / "SharedLayer"
+    python = _pip_with_botocore(tmp_path, "1.99.0")
+    done = _build(artifacts, _without_python313(tmp_path), python=str(python))
+    assert done.returncode == 0, done.stderr
+    assert "endpoints cut to dynamodb, kms, sqs, states" in done.stdout
+    tree = artifacts / "python"
+    document = json.loads((tree / "a2a_serverless" / "_endpoints.json").read_text())
+    assert document["botocore"] == "1.99.0"
+    assert list(document["endpoints"]["partitions"][0]["services"]) == ["dynamodb"]
+    # Run without writing bytecode: the build machine's .pyc would only weigh the layer down.
+    assert not list(tree.rglob("*.pyc"))
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_a_layer_without_a_cut_still_builds_and_says_so(tmp_path: Path) -> None:
+    artifacts = tmp_path / "SharedLayer"
+    done = _build(artifacts, _without_python313(tmp_path), python=str(_fake_pip(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    assert "botocore's endpoints not cut" in done.stdout
+    assert not (artifacts / "python" / "a2a_serverless" / "_endpoints.json").exists()

@@ -281,7 +281,7 @@ def test_aws_clients_made_by_wiring_are_tracked_for_the_hook(
     assert client.meta.service_model.service_name == "dynamodb"
 
 
-# -- botocore's service list (wiring._check_service_names_alone) -------------------------------
+# -- botocore's service list (wiring._lighter_loader) ------------------------------------------
 
 
 def _own_session() -> tuple[Any, list[str]]:
@@ -299,7 +299,7 @@ def _own_session() -> tuple[Any, list[str]]:
         return list(full(type_name))
 
     loader.list_available_services = spy
-    wiring._check_service_names_alone(session)
+    wiring._lighter_loader(session)
     return session, scans
 
 

@@ -19,12 +19,23 @@ ALLOWED: dict[str, set[str]] = {
     "models": set(),
     "settings": set(),
     "observability": {"settings"},
+    # Standard library only: the layer build runs it (botocore's endpoints, cut for wiring).
+    "botocore_endpoints": set(),
     "store": {"models"},
     "core": {"models", "store", "settings", "observability"},
     "flows": {"models", "store", "core", "settings", "observability"},
     "push": {"models", "store", "core", "settings", "observability"},
     "bindings": {"models", "core", "settings", "observability"},
-    "wiring": {"models", "store", "core", "flows", "push", "settings", "observability"},
+    "wiring": {
+        "models",
+        "store",
+        "core",
+        "flows",
+        "push",
+        "settings",
+        "observability",
+        "botocore_endpoints",
+    },
     "local": {"models", "store", "core", "flows", "push", "bindings", "settings", "wiring"},
     # The functions' entry code (functions/<name>/app.py binds it): the top, like wiring's users.
     "functions": {
