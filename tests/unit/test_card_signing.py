@@ -30,7 +30,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jwt import PyJWK
 from moto import mock_aws
-from starlette.testclient import TestClient
 
 from a2a_serverless import wiring
 from a2a_serverless.bindings.rest import card_router, create_app
@@ -49,6 +48,7 @@ from a2a_serverless.core.card_signing import (
 from a2a_serverless.flows.echo import EchoFlow
 from a2a_serverless.models import AgentExtension, AgentSkill, Caller
 from a2a_serverless.settings import Settings
+from tests.asgi_client import AsgiClient
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "https://agent.example/prod"
@@ -455,13 +455,13 @@ def test_the_card_function_imports_the_aws_sdk_only_for_a_kms_key() -> None:
 
 def test_the_jwks_route_serves_the_signers_key(signer: LocalCardSigner) -> None:
     factory = CardFactory(rich_settings(), RichFlow(), signer=signer)
-    with TestClient(create_app(card_router(factory)), base_url="https://agent.example") as client:
-        jwks = client.get("/.well-known/jwks.json")
-        assert jwks.status_code == 200
-        assert jwks.headers["cache-control"] == "public, max-age=300"
-        assert jwks.json() == {"keys": [signer.public_jwk()]}
-        assert "d" not in jwks.json()["keys"][0]  # public members only
-        card = client.get("/.well-known/agent-card.json").json()
+    client = AsgiClient(create_app(card_router(factory)), base_url="https://agent.example")
+    jwks = client.get("/.well-known/jwks.json")
+    assert jwks.status_code == 200
+    assert jwks.headers["cache-control"] == "public, max-age=300"
+    assert jwks.json() == {"keys": [signer.public_jwk()]}
+    assert "d" not in jwks.json()["keys"][0]  # public members only
+    card = client.get("/.well-known/agent-card.json").json()
 
     def key_provider(kid: str | None, jku: str | None) -> PyJWK:
         assert jku == "https://agent.example/.well-known/jwks.json"
@@ -473,7 +473,6 @@ def test_the_jwks_route_serves_the_signers_key(signer: LocalCardSigner) -> None:
 
 def test_the_jwks_route_is_404_when_unsigned() -> None:
     factory = CardFactory(Settings(), EchoFlow())
-    with TestClient(create_app(card_router(factory))) as client:
-        answer = client.get("/.well-known/jwks.json")
+    answer = AsgiClient(create_app(card_router(factory))).get("/.well-known/jwks.json")
     assert answer.status_code == 404
     assert answer.json()["error"]["status"] == "NOT_FOUND"

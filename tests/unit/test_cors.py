@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from starlette.responses import JSONResponse
-from starlette.testclient import TestClient
 
 from a2a_serverless.bindings.cors import (
     ALLOW_HEADERS,
@@ -21,6 +20,7 @@ from a2a_serverless.bindings.routing import APIRouter
 from a2a_serverless.bindings.sse import sse_response
 from a2a_serverless.core.errors import TaskNotFoundError
 from a2a_serverless.settings import get_settings
+from tests.asgi_client import AsgiClient
 
 APP_ORIGIN = "https://app.example"
 OTHER_ORIGIN = "https://evil.example"
@@ -71,8 +71,8 @@ def cors_origins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def client() -> TestClient:
-    return TestClient(create_app(_router()))
+def client() -> AsgiClient:
+    return AsgiClient(create_app(_router()))
 
 
 def test_origins_parse_from_a_comma_separated_setting() -> None:
@@ -100,7 +100,7 @@ def test_preflight_headers_allow_the_a2a_request_headers() -> None:
 
 
 @pytest.mark.usefixtures("cors_origins")
-def test_an_allowed_origin_is_echoed_with_the_a2a_headers_exposed(client: TestClient) -> None:
+def test_an_allowed_origin_is_echoed_with_the_a2a_headers_exposed(client: AsgiClient) -> None:
     response = client.get("/plain", headers={"Origin": APP_ORIGIN})
     assert response.status_code == 200
     assert response.headers["access-control-allow-origin"] == APP_ORIGIN
@@ -111,13 +111,13 @@ def test_an_allowed_origin_is_echoed_with_the_a2a_headers_exposed(client: TestCl
 
 
 @pytest.mark.usefixtures("cors_origins")
-def test_the_second_allowed_origin_too(client: TestClient) -> None:
+def test_the_second_allowed_origin_too(client: AsgiClient) -> None:
     response = client.get("/plain", headers={"Origin": "http://localhost:5173"})
     assert response.headers["access-control-allow-origin"] == "http://localhost:5173"
 
 
 @pytest.mark.usefixtures("cors_origins")
-def test_another_origin_gets_no_cors_header(client: TestClient) -> None:
+def test_another_origin_gets_no_cors_header(client: AsgiClient) -> None:
     response = client.get("/plain", headers={"Origin": OTHER_ORIGIN})
     assert response.status_code == 200  # the browser, not the server, withholds it
     assert "access-control-allow-origin" not in response.headers
@@ -126,16 +126,16 @@ def test_another_origin_gets_no_cors_header(client: TestClient) -> None:
 
 
 @pytest.mark.usefixtures("cors_origins")
-def test_a2a_errors_carry_the_headers(client: TestClient) -> None:
+def test_a2a_errors_carry_the_headers(client: AsgiClient) -> None:
     response = client.get("/missing", headers={"Origin": APP_ORIGIN})
     assert response.status_code == 404
     assert response.headers["access-control-allow-origin"] == APP_ORIGIN
 
 
 @pytest.mark.usefixtures("cors_origins")
-def test_an_sse_stream_keeps_its_headers_and_bytes(client: TestClient) -> None:
-    with client.stream("GET", "/stream", headers={"Origin": APP_ORIGIN}) as response:
-        body = b"".join(response.iter_bytes())
+def test_an_sse_stream_keeps_its_headers_and_bytes(client: AsgiClient) -> None:
+    response = client.get("/stream", headers={"Origin": APP_ORIGIN})
+    body = response.content
     assert response.headers["access-control-allow-origin"] == APP_ORIGIN
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["cache-control"] == "no-cache"
@@ -144,7 +144,7 @@ def test_an_sse_stream_keeps_its_headers_and_bytes(client: TestClient) -> None:
 
 
 @pytest.mark.usefixtures("cors_origins")
-def test_a_keepalive_response_keeps_its_headers_and_bytes(client: TestClient) -> None:
+def test_a_keepalive_response_keeps_its_headers_and_bytes(client: AsgiClient) -> None:
     response = client.get("/blocking", headers={"Origin": APP_ORIGIN})
     assert response.status_code == 200
     assert response.headers["access-control-allow-origin"] == APP_ORIGIN
@@ -153,7 +153,7 @@ def test_a_keepalive_response_keeps_its_headers_and_bytes(client: TestClient) ->
     assert response.json() == {"done": True}
 
 
-def test_without_the_setting_nothing_is_added(client: TestClient) -> None:
+def test_without_the_setting_nothing_is_added(client: AsgiClient) -> None:
     get_settings.cache_clear()
     assert get_settings().cors_allow_origins == ""
     response = client.get("/plain", headers={"Origin": APP_ORIGIN})
