@@ -10,7 +10,9 @@ server process's CPU or GIL):
   sends the next; completed tasks / wall time, on an empty table.
 - local_throughput_ratio_5000_stored: the same with `stored` tasks already in the table (the
   items of real tasks copied under new ids, straight into moto, owned by the same caller),
-  divided by the empty-table figure.
+  divided by the figure without them: the median of PAIRS pairs of runs, the stored tasks put
+  in before the second run of a pair and taken out after it (the first figure is the median of
+  the pairs' first runs; "empty" then means without the 5,000: earlier runs' tasks stay).
 - blocking_send_p50_ms: one client, blocking echo sends, median latency.
 - stream_p95_ms_8_streams: 8 concurrent `POST /message:stream`, a flow emitting a chunk every
   100 ms stamped with its emit time (`metadata.emittedAt`); p95 of receive - emit.
@@ -44,6 +46,7 @@ HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 PRINCIPAL = "bench-local"
 TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"}
 TIMED_CHUNKS = 20
+PAIRS = 3  # runs without and with the stored tasks, alternated (the medians are the figures)
 TIMED_INTERVAL_SECONDS = 0.1
 
 
@@ -263,21 +266,20 @@ def _client_main(request: str) -> int:
 # -- stored tasks -----------------------------------------------------------------------------
 
 
-def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str) -> int:
+def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str) -> list[Any]:
     """Put `count` tasks in the table: the items of one real echo task, copied under new task
     ids straight into moto (no stream records: the webhook sender has nothing to do with
-    them). Items whose key does not name the task (the caller's counters) are not copied."""
+    them). Items whose key does not name the task (the caller's counters) are not copied.
+    Returns the keys written, for `unload`."""
     import httpx
-    from moto.dynamodb.models import dynamodb_backends
 
     from a2a_serverless.local import moto_patches
-    from a2a_serverless.local.resources import ACCOUNT, REGION
 
     with httpx.Client(base_url=url, headers=principal_headers, timeout=60) as client:
         response = client.post("/message:send", json=_message("a task to copy"))
         response.raise_for_status()
         task_id = response.json()["task"]["id"]
-    table = dynamodb_backends[ACCOUNT][REGION].get_table(stack.env["TABLE_NAME"])
+    table = _table(stack)
     with moto_patches.DYNAMODB_LOCK:
         originals = [
             item.to_json()["Attributes"]
@@ -286,19 +288,43 @@ def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str)
         ]
     if not originals:
         raise RuntimeError("found no item of the task to copy")
-    written = 0
+    keys = []
     for start in range(0, count, 200):
-        with moto_patches.DYNAMODB_LOCK:
-            shard, table.stream_shard = table.stream_shard, None
-            try:
-                for _ in range(min(200, count - start)):
-                    new_id = str(uuid.uuid4())
-                    for attributes in originals:
-                        table.put_item(_renamed(attributes, task_id, new_id))
-                        written += 1
-            finally:
-                table.stream_shard = shard
-    return written
+        with moto_patches.DYNAMODB_LOCK, _no_stream_records(table):
+            for _ in range(min(200, count - start)):
+                new_id = str(uuid.uuid4())
+                for attributes in originals:
+                    item = table.put_item(_renamed(attributes, task_id, new_id))
+                    keys.append((item.hash_key, item.range_key))
+    return keys
+
+
+def unload(stack: Any, keys: list[Any]) -> None:
+    """Take `preload`'s items out of the table again (no stream records either)."""
+    from a2a_serverless.local import moto_patches
+
+    table = _table(stack)
+    for start in range(0, len(keys), 1000):
+        with moto_patches.DYNAMODB_LOCK, _no_stream_records(table):
+            for hash_key, range_key in keys[start : start + 1000]:
+                table.delete_item(hash_key, range_key)
+
+
+def _table(stack: Any) -> Any:
+    from moto.dynamodb.models import dynamodb_backends
+
+    from a2a_serverless.local.resources import ACCOUNT, REGION
+
+    return dynamodb_backends[ACCOUNT][REGION].get_table(stack.env["TABLE_NAME"])
+
+
+@contextmanager
+def _no_stream_records(table: Any) -> Iterator[None]:
+    shard, table.stream_shard = table.stream_shard, None
+    try:
+        yield
+    finally:
+        table.stream_shard = shard
 
 
 def _key_names(table: Any, item: Any, task_id: str) -> bool:
@@ -403,15 +429,22 @@ def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> 
         figures["blocking_send_p50_ms"] = run(
             "blocking", url, samples=10 if quick else 30, headers=headers
         )
-        empty = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
-        preload(stack, stored, headers, url)
-        full = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
+        # Pairs of runs, without and with the stored tasks (preloaded, then taken out again):
+        # one pair swung 0.74-1.62 between runs of the same code on this shared machine.
+        empties, ratios = [], []
+        for _ in range(1 if quick else PAIRS):
+            empty = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
+            keys = preload(stack, stored, headers, url)
+            full = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
+            unload(stack, keys)
+            empties.append(empty)
+            ratios.append(full / empty)
     with _serving(sdk_app()) as url:
         sdk = run("non_blocking", url, clients=clients, tasks=tasks * 4, headers=HEADERS)
-    figures["local_tasks_per_second"] = empty
-    figures["local_throughput_ratio_5000_stored"] = full / empty
+    figures["local_tasks_per_second"] = statistics.median(empties)
+    figures["local_throughput_ratio_5000_stored"] = statistics.median(ratios)
     figures["sdk_inmemory_tasks_per_second"] = sdk
-    figures["ratio_vs_sdk_inmemory"] = empty / sdk
+    figures["ratio_vs_sdk_inmemory"] = figures["local_tasks_per_second"] / sdk
     return {k: round(v, 3) for k, v in figures.items()}
 
 

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
@@ -348,10 +349,9 @@ def test_a_transaction_parses_each_condition_once(monkeypatch: Any) -> None:
     assert sorted(parsed) == sorted(4 * conditions)
 
 
-def test_bench_clients_run_in_a_process_of_their_own() -> None:
-    """scripts/bench_local.py measures from a client process (the server keeps its own GIL):
-    a workload run that way against a served app gives its figure back, and a failing one
-    raises with the client's error."""
+@contextmanager
+def _bench_local() -> Iterator[Any]:
+    """scripts/bench_local.py, imported as a module (a script is no package of the tests)."""
     import importlib.util
     import sys
     from pathlib import Path
@@ -363,14 +363,48 @@ def test_bench_clients_run_in_a_process_of_their_own() -> None:
     sys.modules[spec.name] = bench
     try:
         spec.loader.exec_module(bench)
-        with bench._serving(bench.sdk_app()) as url:
-            rate = bench.run_clients("non_blocking", url, clients=2, tasks=4, headers=bench.HEADERS)
-            assert rate > 0
-            with pytest.raises(RuntimeError, match="bench client non_blocking failed"):
-                nobody = f"http://127.0.0.1:{bench._free_port()}"  # nothing listens there
-                bench.run_clients("non_blocking", nobody, clients=1, tasks=1, headers=bench.HEADERS)
+        yield bench
     finally:
         sys.modules.pop(spec.name, None)
+
+
+def test_bench_clients_run_in_a_process_of_their_own() -> None:
+    """scripts/bench_local.py measures from a client process (the server keeps its own GIL):
+    a workload run that way against a served app gives its figure back, and a failing one
+    raises with the client's error."""
+    with _bench_local() as bench, bench._serving(bench.sdk_app()) as url:
+        rate = bench.run_clients("non_blocking", url, clients=2, tasks=4, headers=bench.HEADERS)
+        assert rate > 0
+        with pytest.raises(RuntimeError, match="bench client non_blocking failed"):
+            nobody = f"http://127.0.0.1:{bench._free_port()}"  # nothing listens there
+            bench.run_clients("non_blocking", nobody, clients=1, tasks=1, headers=bench.HEADERS)
+
+
+def test_bench_stored_tasks_go_in_and_come_out_again() -> None:
+    """The bench alternates runs without and with the stored tasks: `preload` copies a real
+    task's items under new ids (listed, readable), `unload` takes exactly those out again (the
+    owner's list and the table as before, the stack's own index of moto's table too)."""
+    with _bench_local() as bench, bench._local_stack() as (stack, url):
+        headers = {**bench.HEADERS, "X-Local-Principal": bench.PRINCIPAL}
+        with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+
+            def listed() -> list[str]:
+                page = client.get("/tasks", params={"pageSize": 100}).json()
+                return [task["id"] for task in page.get("tasks", [])]
+
+            table = bench._table(stack)
+            keys = bench.preload(stack, 20, headers, url)
+            before_unload = listed()
+            copied = {k.value.removeprefix("T#") for k, _ in keys}  # the task partitions
+            assert len(copied) == 20 and copied <= set(before_unload)
+            one = next(iter(copied))
+            assert client.get(f"/tasks/{one}").json()["id"] == one
+            items = sum(len(partition) for partition in table.items.values())
+            bench.unload(stack, keys)
+            assert sorted(listed()) == sorted(set(before_unload) - copied)
+            assert client.get(f"/tasks/{one}").status_code == 404
+            after = sum(len(partition) for partition in table.items.values())
+            assert items - after == len(keys)
 
 
 def test_a_stack_runs_with_its_switch_interval_and_restores_the_interpreter_s(
