@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -37,12 +38,14 @@ def _aws_session() -> Any:
     are the same (boto3 adds customisations for resources and S3 only), and importing boto3
     costs a function's cold start ~30 ms more (s3transfer, concurrent.futures, resources).
     One session for every client: its loader caches the files clients share (endpoints,
-    partitions, retry config). Where boto3 is already loaded (the local stack, tests), its
-    default session is used, as `boto3.client` would: hooks registered on it (the local
-    stack's call recorder, moto) see these clients' calls."""
+    partitions, retry config). Where boto3 is already loaded off Lambda (the local stack,
+    tests), its default session is used, as `boto3.client` would: hooks registered on it (the
+    local stack's call recorder, moto) see these clients' calls. On Lambda (AWS_EXECUTION_ENV)
+    the functions keep their own session even when a flow imported boto3 at its own import:
+    boto3's would read botocore's whole endpoints file and scan its service folders."""
     global _botocore_session
     boto3 = sys.modules.get("boto3")
-    if boto3 is not None:
+    if boto3 is not None and "AWS_EXECUTION_ENV" not in os.environ:
         return boto3._get_default_session()._session
     if _botocore_session is None:
         import botocore.session  # imported here: the card function never needs it

@@ -217,6 +217,29 @@ def test_clients_share_the_session_hooks_of_boto3_where_it_is_loaded() -> None:
     assert wiring._aws_session() is boto3._get_default_session()._session
 
 
+def test_on_lambda_the_functions_keep_their_own_session_when_a_flow_loaded_boto3() -> None:
+    """A user's flow that imports boto3 at its import (loaded at init, before the clients)
+    does not put the functions' clients on boto3's default session, whose loader reads
+    botocore's whole endpoints file and lists every service folder."""
+    code = (
+        "import boto3\n"  # what the flow's module did
+        "from a2a_serverless import wiring\n"
+        "session = wiring._aws_session()\n"
+        "loader = session.get_component('data_loader')\n"
+        "print(session is boto3._get_default_session()._session,"
+        " type(loader.list_available_services('service-2')).__name__)\n"
+    )
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(ROOT / "shared"),
+        "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False", "_ServiceNames"]
+
+
 def test_every_function_is_checked() -> None:
     dirs = {p.parent.name for p in (ROOT / "functions").glob("*/app.py")}
     assert dirs == set(NOT_LOADED)
