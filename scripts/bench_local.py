@@ -46,8 +46,8 @@ HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 PRINCIPAL = "bench-local"
 TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"}
 TIMED_CHUNKS = 20
-PAIRS = 3  # runs without and with the stored tasks, alternated (the medians are the figures)
 TIMED_INTERVAL_SECONDS = 0.1
+PAIRS = 3  # runs without and with the stored tasks, alternated (the medians are the figures)
 
 
 def percentile(values: list[float], q: float) -> float:
