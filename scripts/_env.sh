@@ -8,11 +8,13 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON_BIN" -m venv "$VENV"
 fi
 STAMP="$VENV/.installed"
-if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
+CONSTRAINTS="$ROOT/shared/a2a_serverless/layer-constraints.txt"
+if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ] || [ "$CONSTRAINTS" -nt "$STAMP" ]; then
   echo "a2a-serverless: installing the project and its dev tools into .venv (first run: 1-3 minutes)..." >&2
   started=$(date +%s)
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]"
+  # The layer's packages at the versions it deploys with (scripts/pin_layer.py).
+  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]" -c "$CONSTRAINTS"
   touch "$STAMP"
   echo "a2a-serverless: installed in $(( $(date +%s) - started )) s" >&2
 fi

@@ -6,10 +6,12 @@ for real (pip stubbed out: no network), and their output inspected."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +218,85 @@ def test_a_layer_without_a_cut_still_builds_and_says_so(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "botocore's endpoints not cut" in done.stdout
     assert not (artifacts / "python" / "a2a_serverless" / "_endpoints.json").exists()
+
+
+# -- versions: the layer installs what the tests ran with (scripts/pin_layer.py) -----------------
+
+
+def _pin_layer() -> Any:
+    spec = importlib.util.spec_from_file_location("pin_layer", ROOT / "scripts" / "pin_layer.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_package_of_the_layer_is_pinned_to_the_version_the_tests_run() -> None:
+    pin_layer = _pin_layer()
+    pins = pin_layer.read_constraints()
+    # What pip installs for python3.13 on arm64, read from the installed packages' metadata.
+    closure = pin_layer.layer_closure(pin_layer.top_level_requirements())
+    assert {"pydantic", "pydantic-core", "starlette", "botocore", "cryptography"} <= set(closure)
+    stale = {
+        name: (pins.get(name), closure[name]) for name in closure if pins.get(name) != closure[name]
+    }
+    assert stale == {}, f"pin != .venv for {stale}: run scripts/pin-layer, then the tests"
+    assert set(pins) == set(closure), "pins for packages the layer no longer installs"
+    # The file on disk is exactly what the script writes.
+    assert pin_layer.CONSTRAINTS.read_text() == pin_layer.render(closure)
+
+
+def test_the_closure_follows_the_runtime_s_markers_and_extras(tmp_path: Path) -> None:
+    pin_layer = _pin_layer()
+    requirement = pin_layer.Requirement
+    # A marker for another Python or platform adds nothing; an extra pulls its requirements in.
+    assert pin_layer.layer_closure([requirement("pytest; python_version < '3.12'")]) == {}
+    assert pin_layer.layer_closure([requirement("pytest; platform_machine == 'x86_64'")]) == {}
+    without = pin_layer.layer_closure([requirement("moto")])
+    with_extra = pin_layer.layer_closure([requirement("moto[server]")])
+    assert "botocore" in without and "flask" not in without
+    assert "flask" in with_extra
+    written = tmp_path / "c.txt"
+    written.write_text(pin_layer.render({"Pydantic_Core": "2.0", "a": "1"}) + "\n# note\n")
+    assert pin_layer.read_constraints(written) == {"pydantic-core": "2.0", "a": "1"}
+
+
+def _recording_pip(directory: Path) -> tuple[Path, Path]:
+    """A PYTHON whose `-m pip ...` records its arguments, one per line, and installs nothing."""
+    log = directory / "pip-args"
+    script = directory / "recording-python"
+    script.write_text(
+        "#!/bin/sh\n"
+        '[ "$1 $2" = "-m pip" ] || exit 1\n'
+        f'for a in "$@"; do echo "$a"; done > "{log}"\n'
+    )
+    script.chmod(0o755)
+    return script, log
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_layer_build_installs_the_pinned_versions(tmp_path: Path) -> None:
+    python, log = _recording_pip(tmp_path)
+    artifacts = tmp_path / "SharedLayer"
+    done = _build(artifacts, _without_python313(tmp_path), python=str(python))
+    assert done.returncode == 0, done.stderr
+    arguments = log.read_text().splitlines()
+    constraints = arguments[arguments.index("-c") + 1]
+    # Relative to shared/, where sam build runs the Makefile (the layer's ContentUri).
+    assert (ROOT / "shared" / constraints).resolve() == _pin_layer().CONSTRAINTS
+    assert arguments[arguments.index("-r") + 1] == "requirements.txt"
+    # The pins are a build input, not part of the layer.
+    assert not (artifacts / "python" / "a2a_serverless" / "layer-constraints.txt").exists()
+
+
+def test_the_venv_and_the_package_carry_the_pins() -> None:
+    # .venv is installed with them (scripts/_env.sh), so the suite runs the layer's versions,
+    # and reinstalled when they change.
+    env_script = (ROOT / "scripts" / "_env.sh").read_text()
+    assert '-e "$ROOT[dev]" -c "$CONSTRAINTS"' in env_script
+    assert '[ "$CONSTRAINTS" -nt "$STAMP" ]' in env_script
+    assert 'CONSTRAINTS="$ROOT/shared/a2a_serverless/layer-constraints.txt"' in env_script
+    # A non-editable install (the wheel a project vendors) has the file as package data.
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    package_data = pyproject["tool"]["setuptools"]["package-data"]["a2a_serverless"]
+    assert "layer-constraints.txt" in package_data

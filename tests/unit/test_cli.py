@@ -122,11 +122,12 @@ def test_the_packaged_template_is_this_repositorys() -> None:
 def test_new_writes_a_project(tmp_path: Path) -> None:
     project = tmp_path / "My-Agent"
     written = {p.relative_to(project).as_posix() for p in scaffold(project)}
-    wheels = [w for w in written if w.startswith("vendor/")]
+    wheels = [w for w in written if w.startswith("vendor/") and w.endswith(".whl")]
     assert len(wheels) == 1 and wheels[0].endswith("-py3-none-any.whl")
     entry_files = {f"functions/{n}/app.py" for n in ENTRY_POINTS}
     assert written - set(wheels) == {
         ".gitignore",
+        "vendor/layer-constraints.txt",
         "Makefile",
         "README.md",
         "samconfig.toml",
@@ -203,7 +204,7 @@ def test_the_projects_makefile_ships_the_agent_with_bytecode_when_it_can(tmp_pat
 
 def test_the_vendored_wheel_holds_the_package_and_its_metadata(tmp_path: Path) -> None:
     scaffold(tmp_path / "agent")
-    (wheel,) = (tmp_path / "agent" / "vendor").iterdir()
+    (wheel,) = (tmp_path / "agent" / "vendor").glob("*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
@@ -214,9 +215,22 @@ def test_the_vendored_wheel_holds_the_package_and_its_metadata(tmp_path: Path) -
     assert "Name: a2a-serverless" in metadata and "Requires-Dist: starlette" in metadata
     assert "a2a-serverless = a2a_serverless.cli:main" in entry_points  # the command
     assert "a2a_serverless/functions/stream.py" in names
+    assert "a2a_serverless/layer-constraints.txt" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert all(n in record for n in names if not n.endswith("RECORD"))
     assert template == (ROOT / "template.yaml").read_text()  # a copy, not the link's text
+
+
+def test_a_new_project_builds_its_layer_with_the_pinned_versions(tmp_path: Path) -> None:
+    project = tmp_path / "agent"
+    scaffold(project)
+    pins = (project / "vendor" / "layer-constraints.txt").read_text()
+    assert pins == (ROOT / "shared" / "a2a_serverless" / "layer-constraints.txt").read_text()
+    assert "\npydantic==" in pins
+    makefile = (project / "Makefile").read_text()
+    assert "-c vendor/layer-constraints.txt" in makefile
+    # The local install the README gives uses them too: the tests run what deploys.
+    assert '[local]" -c vendor/layer-constraints.txt pytest' in (project / "README.md").read_text()
 
 
 def test_new_refuses_a_non_empty_folder(tmp_path: Path) -> None:

@@ -15,12 +15,15 @@ import hashlib
 import importlib.metadata
 import keyword
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
 import a2a_serverless
 
 PACKAGE_DIR = Path(a2a_serverless.__file__).resolve().parent
+# The layer's dependencies pinned to the tested versions (scripts/pin_layer.py writes it).
+LAYER_CONSTRAINTS = "layer-constraints.txt"
 DISTRIBUTION = "a2a-serverless"
 
 # functions/<name>/ -> what its app.py binds of `a2a_serverless.functions.<name>.create()`:
@@ -254,6 +257,7 @@ MAKEFILE = """# `sam build` runs this for SharedLayer (template.yaml: BuildMetho
 # The paths recorded in it are /opt/python's (-s, -p): the same bytes from any build folder.
 # Before that, botocore's endpoints.json is cut to the services the functions call
 # (a2a_serverless/botocore_endpoints.py: 30-40 ms less CPU per cold start).
+# The dependencies are the versions a2a-serverless was tested with (vendor/layer-constraints.txt).
 # Messages go to stdout: `sam build` shows make's stderr only when the build fails.
 PYTHON ?= python3
 LAMBDA_TARGET := --platform manylinux2014_aarch64 --implementation cp --python-version 3.13 \\
@@ -262,7 +266,8 @@ LAYER_PYTHON_DIR := /opt/python
 
 build-SharedLayer:
 \t$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-compile $(LAMBDA_TARGET) \\
-\t\t--target "$(ARTIFACTS_DIR)/python" vendor/a2a_serverless-*-py3-none-any.whl
+\t\t--target "$(ARTIFACTS_DIR)/python" vendor/a2a_serverless-*-py3-none-any.whl \\
+\t\t-c vendor/layer-constraints.txt
 \trm -rf "$(ARTIFACTS_DIR)/python/a2a_serverless/local" \\
 \t\t"$(ARTIFACTS_DIR)/python/a2a_serverless/cli"
 \ttar -cf - --exclude=__pycache__ --exclude='*.pyc' {package} \\
@@ -317,7 +322,7 @@ An A2A 1.0 agent on AWS serverless (API Gateway, Lambda, Step Functions, DynamoD
 
 ```sh
 python -m venv .venv && . .venv/bin/activate
-pip install "$(ls vendor/a2a_serverless-*.whl)[local]" pytest
+pip install "$(ls vendor/a2a_serverless-*.whl)[local]" -c vendor/layer-constraints.txt pytest
 pytest                                   # the agent on the local stack, in-process
 a2a-serverless dev                       # http://127.0.0.1:8000 (add --reload while editing)
 a2a-serverless invoke SendMessageFunction EVENT.json  # one function, one event, no Docker
@@ -331,8 +336,11 @@ cold start compiles the imported modules from source; the build says so in a `WA
 - `template.yaml` (parameter `Flow`, default `{package}.flow:flow`) deploys the same resources
   as a2a-serverless; the `Makefile` builds the layer from `vendor/` and `{package}/`.
 - `functions/*/app.py` bind the package's entry points; leave them as they are.
-- To upgrade a2a-serverless, replace the wheel in `vendor/` (`a2a-serverless new` writes a
-  fresh one) and rebuild.
+- `vendor/layer-constraints.txt` pins the layer's packages (pydantic, starlette, ...) to the
+  versions a2a-serverless was tested with; the `pip install` above uses it too, so your tests
+  run what you deploy. A dependency of your own that needs another version: edit its line.
+- To upgrade a2a-serverless, replace the wheel and `layer-constraints.txt` in `vendor/`
+  (`a2a-serverless new` writes fresh ones) and rebuild.
 """
 
 GITIGNORE = ".aws-sam/\n.venv/\n__pycache__/\n"
@@ -362,6 +370,8 @@ def scaffold(directory: Path, name: str | None = None) -> list[Path]:
         path.write_text(text)
     write_functions(directory)
     vendor_wheel(directory / "vendor")
+    # The layer's pins, beside the wheel: the Makefile's pip and the local install read them.
+    shutil.copyfile(PACKAGE_DIR / LAYER_CONSTRAINTS, directory / "vendor" / LAYER_CONSTRAINTS)
     return sorted(p for p in directory.rglob("*") if p.is_file())
 
 
@@ -369,5 +379,8 @@ def run(args: argparse.Namespace) -> int:
     directory = Path(args.directory)
     written = scaffold(directory, args.name)
     print(f"a2a-serverless: created {directory} ({len(written)} files)")
-    print(f'  next: cd {directory} && pip install "$(ls vendor/*.whl)[local]" pytest && pytest')
+    print(
+        f"  next: cd {directory} && pip install "
+        f'"$(ls vendor/*.whl)[local]" -c vendor/{LAYER_CONSTRAINTS} pytest && pytest'
+    )
     return 0
