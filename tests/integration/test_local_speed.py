@@ -422,3 +422,40 @@ def test_a_stack_runs_with_its_switch_interval_and_restores_the_interpreter_s(
     monkeypatch.setenv(local_stack.SWITCH_INTERVAL_ENV, "0")  # the interpreter's own
     with local_stack.LocalStack(event_sources=False):
         assert sys.getswitchinterval() == before
+
+
+def test_a_state_machine_json_path_is_parsed_once(monkeypatch: Any) -> None:
+    """Under the patch a JSONPath is parsed on its first use only, and answers as moto's own
+    parse does (find and update); a path that does not parse raises every time; undone."""
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    parsed: list[str] = []
+    for module in (json_path, result_path):
+
+        def counted(path: str, original: Any = module.parse) -> Any:
+            parsed.append(path)
+            return original(path)
+
+        monkeypatch.setattr(module, "parse", counted)
+    data = {"task": {"id": "t1", "parts": [{"text": "a"}, {"text": "b"}]}}
+    expected = [json_path.extract_json(p, data) for p in ("$.task.id", "$.task.parts[*].text")]
+    written = result_path.parse("$.result").update_or_create({"in": 1}, {"out": 2})
+    patches = moto_patches.Patches()
+    moto_patches.parsed_json_paths_kept(patches)
+    parsed.clear()
+    try:
+        for _ in range(3):
+            got = [json_path.extract_json(p, data) for p in ("$.task.id", "$.task.parts[*].text")]
+            assert got == expected == ["t1", ["a", "b"]]
+            assert result_path.parse("$.result").update_or_create({"in": 1}, {"out": 2}) == written
+            with pytest.raises(Exception):  # noqa: B017 (jsonpath_ng's own lexer error)
+                json_path.extract_json("$.[", data)
+        assert sorted(parsed) == sorted(
+            ["$.task.id", "$.task.parts[*].text", "$.result"] + ["$.["] * 3
+        )
+    finally:
+        patches.undo()
+    parsed.clear()
+    json_path.extract_json("$.task.id", data)
+    assert parsed == ["$.task.id"]  # moto's parse again, each use

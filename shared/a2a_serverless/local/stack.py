@@ -236,6 +236,7 @@ class LocalStack:
         moto_patches.indexed_queries(self._patches)
         moto_patches.quick_response_values(self._patches)
         moto_patches.parsed_definitions_kept(self._patches)
+        moto_patches.parsed_json_paths_kept(self._patches)
         moto_patches.shared_state_machine_clients(self._patches)
         moto_patches.fifo_groups_in_order(self._patches)
         moto_patches.cheap_queue_sends(self._patches)
