@@ -1028,8 +1028,6 @@ def cold_start(repeats: int = 3) -> dict[str, Any]:
         specs = dict(stack.functions)
         stack_env = dict(stack.env)
     _compile_the_package()
-    import logging
-
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -1158,25 +1156,12 @@ def local_phase(quick: bool) -> dict[str, Any]:
     module = importlib.util.module_from_spec(spec)
     # Registered before it runs: its dataclasses look their module up in sys.modules.
     sys.modules["bench_local"] = module
-    # Timed, not counted: the functions' metric blobs and INFO lines would only bury the report.
-    quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "LOG_LEVEL": "WARNING"}
-    saved = {name: os.environ.get(name) for name in quiet}
-    os.environ.update(quiet)
-    package_logger = logging.getLogger("a2a_serverless")  # configured by the unit phase already
-    level = package_logger.level
-    package_logger.setLevel(logging.WARNING)
     try:
         spec.loader.exec_module(module)
-        figures = module.local_figures(clients=8, stored=5000, quick=quick)
+        with module.functions_quiet():  # timed, not counted: no INFO lines or metric blobs
+            figures = module.local_figures(clients=8, stored=5000, quick=quick)
     except Exception as exc:  # a figure missing must not lose the others
         return {**empty, "local_error": f"{type(exc).__name__}: {exc}"}
-    finally:
-        package_logger.setLevel(level)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     return {**empty, **{k: figures.get(k) for k in LOCAL_KEYS}}
 
 

@@ -380,6 +380,34 @@ def test_bench_clients_run_in_a_process_of_their_own() -> None:
             bench.run_clients("non_blocking", nobody, clients=1, tasks=1, headers=bench.HEADERS)
 
 
+def test_bench_runs_the_functions_quiet_and_restores_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A timed run (scripts/bench, or scripts/bench_local.py run directly) starts the stack with
+    its functions at WARNING and without metric blobs; the settings come back after it."""
+    import inspect
+    import logging
+    import os
+
+    from a2a_serverless.local.stack import LocalStack
+
+    monkeypatch.setenv("LOG_LEVEL", "DEBUG")
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    package_logger = logging.getLogger("a2a_serverless")
+    before = package_logger.level
+    with _bench_local() as bench:
+        with bench.functions_quiet():
+            assert package_logger.level == logging.WARNING
+            with LocalStack(event_sources=False):  # what its functions read: os.environ
+                assert os.environ["LOG_LEVEL"] == "WARNING"
+                assert os.environ["POWERTOOLS_METRICS_DISABLED"] == "true"
+        main = inspect.getsource(bench.main)
+        assert main.index("functions_quiet()") < main.index("local_figures(")
+    assert os.environ["LOG_LEVEL"] == "DEBUG"
+    assert "POWERTOOLS_METRICS_DISABLED" not in os.environ
+    assert package_logger.level == before
+
+
 def test_bench_stored_tasks_go_in_and_come_out_again() -> None:
     """The bench alternates runs without and with the stored tasks: `preload` copies a real
     task's items under new ids (listed, readable), `unload` takes exactly those out again (the
