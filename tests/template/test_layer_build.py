@@ -171,7 +171,8 @@ def test_without_a_python_313_the_layer_builds_without_bytecode_and_says_so(
 
 def _pip_with_botocore(directory: Path, version: str) -> Path:
     """A PYTHON whose pip step installs a small botocore (its version line and an endpoints
-    file of two services) and which is the test's own Python for anything else."""
+    file of two services), that is no Python 3.13 when the build asks (the test's own may be:
+    the compile step would then write bytecode), and the test's own Python for anything else."""
     endpoints = {
         "version": 3,
         "partitions": [
@@ -188,6 +189,7 @@ def _pip_with_botocore(directory: Path, version: str) -> Path:
         f"  echo '{json.dumps(endpoints)}' > \"$2/botocore/data/endpoints.json\"\n"
         "  exit 0\n"
         "fi\n"
+        'if [ "$1" = -c ] && [ "${2#*cache_tag}" != "$2" ]; then echo cpython-0; exit 0; fi\n'
         f'exec {sys.executable} "$@"\n'
     )
     script.chmod(0o755)
