@@ -232,7 +232,8 @@ def test_rpc_body_nested_thousands_deep_is_refused(
         error = rpc_envelope(response, None, -32600)
     else:  # read: the id is echoed and the params' first value too deep is named
         error = rpc_envelope(response, "r-1", -32602)
-        assert error["message"].startswith(".".join(["a"] * MAX_DEPTH) + ": "), error
+        # The path is relative to params, itself the envelope's first level.
+        assert error["message"].startswith(".".join(["a"] * (MAX_DEPTH - 1)) + ": "), error
     assert error["message"].endswith(f"is nested deeper than {MAX_DEPTH} levels"), error
 
 
