@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,20 +20,12 @@ import boto3
 from a2a_serverless.local.stack import REGION, LocalStack
 from a2a_serverless.local.template import load_template
 from tests.integration.test_budgets import EXPECTED
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("scripts_bench", ROOT / "scripts" / "bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["scripts_bench"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
+bench = load_script("bench.py", "scripts_bench", register=True)
 
 
 def _states_walked(definition: dict[str, Any]) -> int:

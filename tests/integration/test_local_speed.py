@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from a2a_serverless.local import moto_patches
+from tests.scripts import load_script
 
 TABLE = "speed"
 KEY = {"pk": {"S": "T#1"}, "sk": {"S": "H"}}
@@ -352,20 +353,12 @@ def test_a_transaction_parses_each_condition_once(monkeypatch: Any) -> None:
 @contextmanager
 def _bench_local() -> Iterator[Any]:
     """scripts/bench_local.py, imported as a module (a script is no package of the tests)."""
-    import importlib.util
     import sys
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_local.py"
-    spec = importlib.util.spec_from_file_location("bench_local_under_test", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench
     try:
-        spec.loader.exec_module(bench)
-        yield bench
+        yield load_script("bench_local.py", "bench_local_under_test", register=True)
     finally:
-        sys.modules.pop(spec.name, None)
+        sys.modules.pop("bench_local_under_test", None)
 
 
 def test_bench_clients_run_in_a_process_of_their_own() -> None:

@@ -6,7 +6,6 @@ for real (pip stubbed out: no network), and their output inspected."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.pythons import python313
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKEFILE = ROOT / "shared" / "Makefile"
@@ -226,11 +226,7 @@ def test_a_layer_without_a_cut_still_builds_and_says_so(tmp_path: Path) -> None:
 
 
 def _pin_layer() -> Any:
-    spec = importlib.util.spec_from_file_location("pin_layer", ROOT / "scripts" / "pin_layer.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("pin_layer.py", "pin_layer")
 
 
 def test_every_package_of_the_layer_is_pinned_to_the_version_the_tests_run() -> None:

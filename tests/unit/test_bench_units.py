@@ -10,26 +10,17 @@ nothing for an item without the index key).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("scripts_bench", ROOT / "scripts" / "bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["scripts_bench"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
+bench = load_script("bench.py", "scripts_bench", register=True)
 
 # A table like template.yaml's: pk/sk, one INCLUDE index, one KEYS_ONLY, one ALL.
 SCHEMA = bench.TableSchema(

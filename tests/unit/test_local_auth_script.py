@@ -4,12 +4,10 @@ and a CloudFormation stack whose outputs name them), then checked as the authori
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import boto3
@@ -19,21 +17,14 @@ from moto import mock_aws
 from a2a_serverless.core.auth import ApiKeyAuthenticator, Unauthenticated
 from a2a_serverless.local.template import load_template
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "eu-west-1"
 TABLE = "deployed-tasks"
 
 
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("scripts_auth", ROOT / "scripts" / "auth.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-auth_script = load_script()
+auth_script = load_script("auth.py", "scripts_auth")
 
 
 def stack_template(outputs: dict[str, str]) -> str:

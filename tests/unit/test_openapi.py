@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -15,6 +14,7 @@ from openapi_spec_validator import validate
 from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 
 from a2a_serverless.local.template import load_template
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "openapi.yaml"
@@ -26,11 +26,7 @@ JSONRPC_ROUTE = ("POST", "/")  # JSON-RPC, not part of the HTTP+JSON binding
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("openapi_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT.name, "openapi_script")
 
 
 @pytest.fixture(scope="module")
