@@ -89,29 +89,32 @@ def _build(artifacts: Path, path: str, python: str = "true") -> subprocess.Compl
     )
 
 
+def _shell_script(path: Path, body: str) -> Path:
+    """An executable /bin/sh script at `path` (a stand-in Python for the Makefile)."""
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
 def _without_python313(tmp_path: Path) -> str:
     """A PATH whose first python3.13 is not one (as a pyenv shim without that version is), so
     the build finds none even on a machine that has /usr/bin/python3.13."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "python3.13").write_text("#!/bin/sh\necho cpython-311\n")
-    (bin_dir / "python3.13").chmod(0o755)
+    _shell_script(bin_dir / "python3.13", "echo cpython-311\n")
     return f"{bin_dir}:/usr/bin:/bin"
 
 
 def _fake_pip(directory: Path) -> Path:
     """A PYTHON whose `-m pip install --target DIR` writes one good module and one .py that is
     not Python (some packages ship templates so), and that is no Python 3.13 itself."""
-    script = directory / "fake-python"
-    script.write_text(
-        "#!/bin/sh\n"
+    return _shell_script(
+        directory / "fake-python",
         '[ "$1 $2" = "-m pip" ] || exit 1\n'
         'while [ "$1" != --target ]; do shift; done\n'
         'mkdir -p "$2/vendored" && echo "VALUE = 1" > "$2/vendored/good.py"\n'
-        'echo "{% if broken %}" > "$2/vendored/template.py"\n'
+        'echo "{% if broken %}" > "$2/vendored/template.py"\n',
     )
-    script.chmod(0o755)
-    return script
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
@@ -179,9 +182,8 @@ def _pip_with_botocore(directory: Path, version: str) -> Path:
             {"partition": "aws", "regions": {}, "services": {"dynamodb": {}, "s3": {}}},
         ],
     }
-    script = directory / "python-with-botocore"
-    script.write_text(
-        "#!/bin/sh\n"
+    return _shell_script(
+        directory / "python-with-botocore",
         'if [ "$1 $2" = "-m pip" ]; then\n'
         '  while [ "$1" != --target ]; do shift; done\n'
         '  mkdir -p "$2/botocore/data"\n'
@@ -190,10 +192,8 @@ def _pip_with_botocore(directory: Path, version: str) -> Path:
         "  exit 0\n"
         "fi\n"
         'if [ "$1" = -c ] && [ "${2#*cache_tag}" != "$2" ]; then echo cpython-0; exit 0; fi\n'
-        f'exec {sys.executable} "$@"\n'
+        f'exec {sys.executable} "$@"\n',
     )
-    script.chmod(0o755)
-    return script
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
@@ -262,13 +262,10 @@ def test_the_closure_follows_the_runtime_s_markers_and_extras(tmp_path: Path) ->
 def _recording_pip(directory: Path) -> tuple[Path, Path]:
     """A PYTHON whose `-m pip ...` records its arguments, one per line, and installs nothing."""
     log = directory / "pip-args"
-    script = directory / "recording-python"
-    script.write_text(
-        "#!/bin/sh\n"
-        '[ "$1 $2" = "-m pip" ] || exit 1\n'
-        f'for a in "$@"; do echo "$a"; done > "{log}"\n'
+    script = _shell_script(
+        directory / "recording-python",
+        f'[ "$1 $2" = "-m pip" ] || exit 1\nfor a in "$@"; do echo "$a"; done > "{log}"\n',
     )
-    script.chmod(0o755)
     return script, log
 
 
