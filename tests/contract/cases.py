@@ -239,6 +239,36 @@ def test_events_in_order_and_seq_conflicts(store: TaskStore) -> None:
     assert store.last_seq(uid("missing")) == 0
 
 
+@pytest.mark.parametrize("creation_status", [True, False], ids=["creation", "other"])
+def test_the_first_event_reads_back_everywhere(store: TaskStore, creation_status: bool) -> None:
+    """Event 1 as every read gives it back, whether it is the creation status (which a store
+    may keep in the header rather than as an item) or anything else."""
+    task_id, context_id = uid("task"), "ctx"
+    status = TaskStatus(state=TaskState.SUBMITTED, timestamp=T0)
+    first = status_event(task_id, context_id, status)
+    if not creation_status:  # a status message: no longer the bare creation status
+        first.status_update.status.message = message("queued", task_id)  # type: ignore[union-attr]
+    record = TaskRecord(task_id, context_id, uid("owner"), TaskState.SUBMITTED, status, 1, 1, "")
+    store.create_task(record, message("hello", task_id), first, None)
+    assert store.last_seq(task_id) == 1
+    assert store.read_events(task_id, 0) == [(1, first)]
+    stored = store.get_event_json(task_id, 1)
+    assert stored is not None and StreamResponse.model_validate_json(stored) == first
+    as_of = store.task_as_of(task_id, 1)
+    assert as_of is not None and as_of.status == first.status_update.status  # type: ignore[union-attr]
+    snapshot = store.get_snapshot(task_id, 0)
+    assert snapshot is not None and snapshot.seq == 1
+    # More events than one read returns: the first read still starts at event 1.
+    for seq in range(2, 153):
+        store.append_event(task_id, seq, chunk(task_id, str(seq), seq > 2))
+    assert [seq for seq, _ in store.read_events(task_id, 0)] == list(range(1, 101))
+    assert store.read_events(task_id, 0, limit=1) == [(1, first)]
+    assert [seq for seq, _ in store.read_events(task_id, 1, limit=2)] == [2, 3]
+    assert store.last_seq(task_id) == 152
+    as_of = store.task_as_of(task_id, 2)
+    assert as_of is not None and [p.text for p in as_of.artifacts[0].parts] == ["2"]  # type: ignore[index]
+
+
 def test_snapshot_folds_events_and_limits_history(store: TaskStore) -> None:
     record = create(store, uid("owner"))
     move(store, record, TaskState.WORKING, 2)

@@ -33,6 +33,7 @@ import httpx
 from a2a_serverless import wiring
 from a2a_serverless.local.resources import LambdaContext
 from a2a_serverless.local.stack import REGION, LocalStack
+from a2a_serverless.store import keys
 from tests.helpers import user_message  # also imported from here by the tests
 from tests.wire import check_response
 
@@ -340,9 +341,16 @@ def header(stack: LocalStack, task_id: str) -> dict[str, Any]:
 
 
 def event_log(stack: LocalStack, task_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """(seq, StreamResponse JSON) for every `E#` item of the task, in key order."""
-    items = [i for i in partition(stack, task_id) if i["sk"]["S"].startswith("E#")]
+    """(seq, StreamResponse JSON) for every `E#` item of the task, in key order, after the
+    first event when the header stands for it (marked `e1`: that event has no item)."""
+    stored = partition(stack, task_id)
+    items = [i for i in stored if i["sk"]["S"].startswith("E#")]
     log = []
+    header = next((i for i in stored if i["sk"]["S"] == keys.HEADER), None)
+    first = keys.first_event_of(header) if header else None
+    if first is not None:
+        assert not any(i["sk"]["S"] == keys.event_sk(1) for i in items), "event 1 stored twice"
+        log.append((1, first.wire()))
     for item in items:
         seq = int(item["seq"]["N"])
         assert item["sk"]["S"] == f"E#{seq:010d}", item["sk"]

@@ -492,7 +492,8 @@ def test_batches_the_sender_cannot_process_go_to_the_stream_failure_queue(
 
 
 def stuck_event_sequence_numbers(stream: StreamMapping, task_id: str) -> list[int]:
-    """The stream sequence numbers of a task's inserted event items."""
+    """The stream sequence numbers of a task's events: its inserted event items, and the
+    header's insert when it stands for event 1."""
     streams = boto3.client("dynamodbstreams", region_name=REGION)
     iterator = streams.get_shard_iterator(
         StreamArn=stream.stream_arn, ShardId=stream.shard_id, ShardIteratorType="TRIM_HORIZON"
@@ -503,7 +504,10 @@ def stuck_event_sequence_numbers(stream: StreamMapping, task_id: str) -> list[in
         for r in records
         if r["eventName"] == "INSERT"
         and r["dynamodb"]["Keys"]["pk"]["S"] == f"T#{task_id}"
-        and r["dynamodb"]["Keys"]["sk"]["S"].startswith("E#")
+        and (
+            r["dynamodb"]["Keys"]["sk"]["S"].startswith("E#")
+            or r["dynamodb"]["NewImage"].get("e1") == {"BOOL": True}
+        )
     ]
 
 

@@ -20,6 +20,7 @@ from tests.integration.harness import (
     header,
     item_size,
     list_totals,
+    partition,
     scan,
     table,
     wait_for,
@@ -66,6 +67,31 @@ def test_event_logs_are_contiguous_and_every_task_item_expires(
         expires = int(item["expiresAt"]["N"])
         assert 30 * DAY - 600 <= expires - now <= 30 * DAY + 60, (pk, item["sk"]["S"], expires)
     assert {("T", "H"), ("T", "E#"), ("T", "M#"), ("D", "D")} <= kinds
+
+
+def test_a_new_tasks_header_stands_for_its_first_event(local_stack: LocalStack, alice: A2A) -> None:
+    """SendMessage's creation status has no item: the header, marked `e1`, is event 1 (two
+    transaction write units less per task); every read puts it back (contract tests), and
+    the header's stream INSERT is the event for webhooks (test_push_delivery.py)."""
+    task_id = alice.send("plain").task["id"]
+    wait_idle(local_stack)
+    stored = {item["sk"]["S"]: item for item in partition(local_stack, task_id)}
+    assert stored["H"]["e1"] == {"BOOL": True}
+    assert "E#0000000001" not in stored and "E#0000000002" in stored
+    log = assert_log_consistent(local_stack, task_id)
+    assert log[0] == (
+        1,
+        {
+            "statusUpdate": {
+                "taskId": task_id,
+                "contextId": stored["H"]["contextId"]["S"],
+                "status": {
+                    "state": "TASK_STATE_SUBMITTED",
+                    "timestamp": stored["H"]["createdAt"]["S"],
+                },
+            }
+        },
+    )
 
 
 def test_owner_counter_items_expire(local_stack: LocalStack, alice: A2A) -> None:

@@ -23,10 +23,16 @@ def test_stream_mapping_delivers_event_items_with_partial_failures(cfn: dict[str
     assert stream["BisectBatchOnFunctionError"] is True
     assert 1 <= stream["MaximumRetryAttempts"] <= 20
     assert stream["StartingPosition"] == "TRIM_HORIZON"
-    events, expiries = [json.loads(f["Pattern"]) for f in stream["FilterCriteria"]["Filters"]]
+    patterns = [json.loads(f["Pattern"]) for f in stream["FilterCriteria"]["Filters"]]
+    events, first_events, expiries = patterns
     assert events == {
         "eventName": ["INSERT"],
         "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "E#"}]}}},
+    }
+    # A new task's header stands for its first event (keys.first_event_of).
+    assert first_events == {
+        "eventName": ["INSERT"],
+        "dynamodb": {"Keys": {"sk": {"S": ["H"]}}, "NewImage": {"e1": {"BOOL": [True]}}},
     }
     # DynamoDB TTL's removal of a task header (the sender takes it off the ListTasks counters).
     assert expiries == {

@@ -50,6 +50,11 @@ def stream_record(event_name: str, sk: str, **image: Any) -> dict[str, Any]:
 def test_template_filter_is_the_documented_pattern() -> None:
     assert _template_filters() == [
         {"eventName": ["INSERT"], "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "E#"}]}}}},
+        # A new task's header, which stands for its first event (no item of its own).
+        {
+            "eventName": ["INSERT"],
+            "dynamodb": {"Keys": {"sk": {"S": ["H"]}}, "NewImage": {"e1": {"BOOL": [True]}}},
+        },
         # TTL's removals of task headers (tests/integration/test_ttl_counters.py).
         {
             "eventName": ["REMOVE"],
@@ -66,6 +71,18 @@ def test_template_filter_passes_only_inserted_event_items_and_no_user_removal(
 ) -> None:
     record = stream_record(event_name, sk, ev={"S": "{}"})
     expected = event_name == "INSERT" and sk.startswith("E#")
+    assert passes(_template_filters(), record) is expected
+
+
+@pytest.mark.parametrize("event_name", ["INSERT", "MODIFY", "REMOVE"])
+@pytest.mark.parametrize("mark", [{"BOOL": True}, {"BOOL": False}, {"S": "true"}, {"N": "1"}, None])
+def test_template_filter_passes_a_header_only_when_inserted_standing_for_event_1(
+    event_name: str, mark: dict[str, Any] | None
+) -> None:
+    """A header marked `e1` is its task's first event: its INSERT only (the task's creation),
+    never a later write of the header, nor an unmarked header (whose event 1 is an item)."""
+    record = stream_record(event_name, "H", **({"e1": mark} if mark else {}))
+    expected = event_name == "INSERT" and mark == {"BOOL": True}
     assert passes(_template_filters(), record) is expected
 
 

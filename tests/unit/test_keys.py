@@ -161,3 +161,44 @@ def test_expired_header_names_only_task_headers() -> None:
         {k: v for k, v in image.items() if k != "owner"},
     ):
         assert keys.expired_header(other) is None, other
+
+
+def test_a_marked_header_is_the_stream_event_of_its_first_event() -> None:
+    """A new task's header marked `e1` stands for event 1: its stream INSERT carries it."""
+    image = {
+        "pk": "T#t1",
+        "sk": "H",
+        "taskId": "t1",
+        "contextId": "c1",
+        "createdAt": "2026-01-02T03:04:05.678Z",
+        keys.FIRST_EVENT: True,
+    }
+    task_id, seq, body = keys.stream_event(image) or ("", 0, b"")
+    assert (task_id, seq) == ("t1", 1)
+    expected = keys.creation_event("t1", "c1", "2026-01-02T03:04:05.678Z")
+    assert body == keys.dumps(expected.wire()).encode()
+    assert b'"timestamp":"2026-01-02T03:04:05.678Z"' in body
+    assert b'"state":"TASK_STATE_SUBMITTED"' in body
+    for other in (
+        {k: v for k, v in image.items() if k != keys.FIRST_EVENT},  # event 1 is an item
+        {**image, keys.FIRST_EVENT: "true"},  # not the mark the store writes
+        {**image, "createdAt": "not a time"},
+        {k: v for k, v in image.items() if k != "contextId"},
+    ):
+        assert keys.stream_event(other) is None, other
+
+
+def test_a_header_stands_for_exactly_the_creation_status() -> None:
+    from a2a_serverless.models import Message, Part
+
+    created = "2026-01-02T03:04:05.678Z"
+    event = keys.creation_event("t1", "c1", created)
+    assert keys.stands_for_first_event("t1", "c1", created, 1, event)
+    assert not keys.stands_for_first_event("t1", "c1", created, 2, event)  # not event 1
+    assert not keys.stands_for_first_event("t1", "c2", created, 1, event)
+    assert not keys.stands_for_first_event("t1", "c1", "2026-01-02T03:04:05.679Z", 1, event)
+    with_message = event.model_copy(deep=True)
+    with_message.status_update.status.message = Message(  # type: ignore[union-attr]
+        message_id="m1", role="ROLE_AGENT", parts=[Part(text="queued")]
+    )
+    assert not keys.stands_for_first_event("t1", "c1", created, 1, with_message)

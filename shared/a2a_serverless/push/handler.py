@@ -56,9 +56,12 @@ class _StreamBatch:
                 except Exception as exc:
                     self.failed[record.dynamodb.sequence_number or ""] = exc
                 continue
-            # The item layout is the store's: it says which task and event a new image is.
-            found = stream_event(record.dynamodb.new_image) if record.dynamodb else None
-            if found is not None and record.dynamodb is not None:
+            # The item layout is the store's: it says which task and event a new item is
+            # (an event item, or the header of a new task, which stands for its first event).
+            if raw.get("eventName") != "INSERT" or record.dynamodb is None:
+                continue
+            found = stream_event(record.dynamodb.new_image)
+            if found is not None:
                 events.append(StreamEvent(*found))
                 numbers.append(record.dynamodb.sequence_number or "")
         configs: dict[str, list[tuple[TaskPushNotificationConfig, bool]]] = {}

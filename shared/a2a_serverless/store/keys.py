@@ -4,7 +4,10 @@ The one place that knows how a task, its events, history, push configs, counters
 retry records sit in the single table (see template.yaml `TasksTable`):
 
 - `T#{taskId}`: the header `H`, events `E#{seq:010d}`, history `M#{n:06d}`, push configs
-  `P#{configId}`. Events sort before the header ("E#" < "H"); history after it.
+  `P#{configId}`. Events sort before the header ("E#" < "H"); history after it. A header
+  marked `e1` stands for event 1 itself (the task's creation status: SUBMITTED at
+  `createdAt`), and that event has no item: `first_event_of` rebuilds it, and the header's
+  stream INSERT is the event's (`stream_event`). Headers without the mark have an `E#` item.
 - `O#{owner}`: the ListTasks counters, `N#{shard}` per owner (all tasks and per state) and
   `X#{contextId}` per context (all its tasks: written when a task is created or expires only).
 - `D#{owner}#{messageId}` / `D`: the SendMessage retry record.
@@ -48,6 +51,7 @@ from a2a_serverless.models import (
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
+    TaskStatusUpdateEvent,
 )
 from a2a_serverless.store.base import ApiKeyRecord, InvalidPageToken, ListQuery, TaskRecord
 
@@ -81,6 +85,10 @@ EVENT_JSON = "ev"  # an event item's StreamResponse wire JSON (what streams and 
 # of the step (Lambda retry, EXPRESS redelivery) recognises its own earlier writes by it.
 EVENT_ID = "eid"
 EXPIRES = "expiresAt"  # the table's TTL attribute
+# On a header: event 1 is the header's creation status and has no item of its own (two
+# transaction write units less per task; see `first_event_of`).
+FIRST_EVENT = "e1"
+FIRST_SEQ = 1
 
 PARTITION_KEY_MAX_BYTES = 2048  # DynamoDB's limits, table and GSI keys alike
 SORT_KEY_MAX_BYTES = 1024
@@ -252,6 +260,32 @@ def push_item(config: TaskPushNotificationConfig) -> dict[str, Any]:
     return item
 
 
+def creation_event(task_id: str, context_id: str, created_at: str) -> StreamResponse:
+    """The status event a task is created with: SUBMITTED at its creation time."""
+    status = TaskStatus.model_validate(
+        {"state": TaskState.SUBMITTED.value, "timestamp": created_at}
+    )
+    return StreamResponse(
+        status_update=TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
+    )
+
+
+def stands_for_first_event(
+    task_id: str, context_id: str, created_at: str, seq: int, event: StreamResponse
+) -> bool:
+    """Whether a header with these fields can stand for the task's first event (which then
+    needs no item): the event is event 1 and exactly its creation status, on the wire."""
+    derived = creation_event(task_id, context_id, created_at)
+    return seq == FIRST_SEQ and dumps(event.wire()) == dumps(derived.wire())
+
+
+def first_event_of(header: Mapping[str, Any]) -> StreamResponse | None:
+    """Event 1 of a header marked `e1` (it has no item); None for any other header."""
+    if FIRST_EVENT not in header:
+        return None
+    return creation_event(header["taskId"]["S"], header["contextId"]["S"], header["createdAt"]["S"])
+
+
 def is_header(item: Mapping[str, Any]) -> bool:
     return bool(item["sk"]["S"] == HEADER)
 
@@ -305,15 +339,31 @@ def record_of(item: Mapping[str, Any]) -> TaskRecord:
 
 
 def stream_event(image: Mapping[str, Any]) -> tuple[str, int, bytes] | None:
-    """(task id, seq, event wire JSON) of a stream record's NewImage, or None when the item
-    is not an event. `image` is deserialized (plain values, as Powertools'
-    `DynamoDBRecord.dynamodb.new_image` gives it)."""
+    """(task id, seq, event wire JSON) of an inserted item's NewImage, or None when the item
+    is not an event: an `E#` item, or a header marked `e1` (event 1, see `first_event_of`).
+    `image` is deserialized (plain values, as Powertools' `DynamoDBRecord.dynamodb.new_image`
+    gives it)."""
     pk, sk, body = image.get("pk"), image.get("sk"), image.get(EVENT_JSON)
+    if isinstance(pk, str) and pk.startswith(TASK_PREFIX) and sk == HEADER:
+        return _stream_first_event(pk.removeprefix(TASK_PREFIX), image)
     if not (isinstance(pk, str) and isinstance(sk, str) and isinstance(body, str)):
         return None
     if not (pk.startswith(TASK_PREFIX) and sk.startswith(EVENT_PREFIX)):
         return None
     return pk.removeprefix(TASK_PREFIX), int(sk.removeprefix(EVENT_PREFIX)), body.encode()
+
+
+def _stream_first_event(task_id: str, image: Mapping[str, Any]) -> tuple[str, int, bytes] | None:
+    context_id, created_at = image.get("contextId"), image.get("createdAt")
+    if image.get(FIRST_EVENT) is not True:
+        return None  # its first event is an item of its own
+    if not (isinstance(context_id, str) and isinstance(created_at, str)):
+        return None
+    try:
+        event = creation_event(task_id, context_id, created_at)
+    except ValueError:  # not a timestamp: no event to pass on
+        return None
+    return task_id, FIRST_SEQ, dumps(event.wire()).encode()
 
 
 def expired_header(image: Mapping[str, Any]) -> tuple[str, str, str, TaskState] | None:

@@ -3,6 +3,8 @@
 The event log is the source of status and artifacts: chunk events are single conditional
 puts (no header write, no index write); state changes are one transaction (header + event +
 counters [+ history]). The ListTasks counters are maintained here, in the same transactions.
+A task's first event (its SUBMITTED status) is its header's creation, with no item of its own
+(`keys.first_event_of`): every read of the log below puts it back.
 """
 
 from __future__ import annotations
@@ -122,7 +124,8 @@ class DynamoDBTaskLog(DynamoDBTable):
         dedupe: Dedupe | None,
         push_config: TaskPushNotificationConfig | None = None,
     ) -> None:
-        """Header, first history message, first event and counters in one transaction."""
+        """Header, first history message and counters in one transaction; the first event
+        too unless the header stands for it (the creation status, as SendMessage makes it)."""
         status_ts = format_timestamp(record.status.timestamp or datetime.now(UTC))
         header: dict[str, Any] = {
             **keys.task_key(record.task_id, keys.HEADER),
@@ -142,15 +145,21 @@ class DynamoDBTaskLog(DynamoDBTable):
         }
         if record.metadata:
             header["meta"] = s(keys.dumps(record.metadata))
+        first: list[tuple[str, dict[str, Any]]] = []
+        created_at = header["createdAt"]["S"]
+        if keys.stands_for_first_event(
+            record.task_id, record.context_id, created_at, record.status_seq, event
+        ):
+            header[keys.FIRST_EVENT] = {"BOOL": True}  # the event is the header's creation
+        else:
+            item = keys.event_item(record.task_id, record.status_seq, event)
+            first.append(("event", self._put(item, NEW_ITEM)))
         counts = {"all": 1, keys.state_counter(record.state): 1}
         self._transact(
             [
                 ("header", self._put(header, NEW_ITEM)),
                 ("history", self._put(keys.history_item(record.task_id, 1, message))),
-                (
-                    "event",
-                    self._put(keys.event_item(record.task_id, record.status_seq, event), NEW_ITEM),
-                ),
+                *first,
                 *self._counter_updates(record.owner, record.context_id, counts),
                 *self._optional_puts(record.task_id, dedupe, push_config),
             ]
@@ -366,13 +375,16 @@ class DynamoDBTaskLog(DynamoDBTable):
             return None
         record = _record_of(header)
         event_items = [i for i in items if keys.is_event(i)]
-        status, artifacts = fold_events((keys.event_of(i) for i in event_items), record.status)
+        events = _with_first_event(
+            header, [(keys.seq_of(i), keys.event_of(i)) for i in event_items]
+        )
+        status, artifacts = fold_events((event for _, event in events), record.status)
         return TaskSnapshot(
             record=record,
             status=status or record.status,
             artifacts=artifacts,
             history=[keys.message_of(i) for i in history_items],
-            seq=keys.seq_of(event_items[-1]) if event_items else 0,
+            seq=events[-1][0] if events else 0,
             event_ids=frozenset(filter(None, map(keys.event_id_of, event_items))),
         )
 
@@ -403,42 +415,79 @@ class DynamoDBTaskLog(DynamoDBTable):
     def read_events(
         self, task_id: str, after_seq: int, limit: int = 100
     ) -> list[tuple[int, StreamResponse]]:
+        from_start = after_seq < keys.FIRST_SEQ
         page = self._db.query(
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :to",
             ExpressionAttributeValues={
                 ":pk": keys.task_pk(task_id),
                 ":from": s(keys.event_sk(after_seq + 1)),
-                ":to": s(keys.event_sk(keys.LAST_SEQ)),
+                # From the start: up to the header too, which may stand for event 1.
+                ":to": s(keys.HEADER if from_start else keys.event_sk(keys.LAST_SEQ)),
             },
-            Limit=limit,
+            Limit=limit + 1 if from_start else limit,
             ConsistentRead=True,
-        )
-        return [(keys.seq_of(i), keys.event_of(i)) for i in page.get("Items", [])]
-
-    def last_seq(self, task_id: str) -> int:
-        page = self._db.query(
-            TableName=self._table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
-            ExpressionAttributeValues={":pk": keys.task_pk(task_id), ":e": s(keys.EVENT_PREFIX)},
-            ScanIndexForward=False,
-            Limit=1,
-            ConsistentRead=True,
-            ProjectionExpression="seq",
         )
         items = page.get("Items", [])
-        return keys.seq_of(items[0]) if items else 0
+        found = [(keys.seq_of(i), keys.event_of(i)) for i in items if keys.is_event(i)]
+        if from_start and not (found and found[0][0] == keys.FIRST_SEQ):
+            header = next((i for i in items if keys.is_header(i)), None)
+            if header is None and found:  # a full page of later events: the header after it
+                header = self._get(keys.task_key(task_id, keys.HEADER))
+            found = _with_first_event(header, found) if header else found
+        return found[:limit]
+
+    def last_seq(self, task_id: str) -> int:
+        # Backwards from the header: the header, then the last event item (one small read).
+        page = self._db.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :e AND :h",
+            ExpressionAttributeValues={
+                ":pk": keys.task_pk(task_id),
+                ":e": s(keys.event_sk(0)),
+                ":h": s(keys.HEADER),
+            },
+            ScanIndexForward=False,
+            Limit=2,
+            ConsistentRead=True,
+            ProjectionExpression="sk, seq, " + keys.FIRST_EVENT,
+        )
+        items = page.get("Items", [])
+        events = [i for i in items if keys.is_event(i)]
+        if events:
+            return keys.seq_of(events[0])
+        header_marked = any(keys.is_header(i) and keys.FIRST_EVENT in i for i in items)
+        return keys.FIRST_SEQ if header_marked else 0
 
     def task_as_of(self, task_id: str, seq: int) -> Task | None:
         """The task as a client that had seen events 1..seq would hold it (no history)."""
+        # Up to the header (which may stand for event 1); the events after `seq` left out.
         items = self._partition(
             task_id,
             " AND sk BETWEEN :first AND :last",
-            **{":first": s(keys.event_sk(0)), ":last": s(keys.event_sk(seq))},
+            **{":first": s(keys.event_sk(0)), ":last": s(keys.HEADER)},
         )
-        return task_from_events(task_id, [keys.event_of(i) for i in items])
+        header = next((i for i in items if keys.is_header(i)), None)
+        events = [(keys.seq_of(i), keys.event_of(i)) for i in items if keys.is_event(i)]
+        events = _with_first_event(header, events) if header else events
+        return task_from_events(task_id, [event for number, event in events if number <= seq])
 
     def get_event_json(self, task_id: str, seq: int) -> bytes | None:
         """One event as stored: its `StreamResponse` wire JSON (what the stream carries)."""
+        if seq == keys.FIRST_SEQ:  # the header may stand for it
+            header = self._get(keys.task_key(task_id, keys.HEADER))
+            first = keys.first_event_of(header) if header else None
+            if first is not None:
+                return keys.dumps(first.wire()).encode()
         item = self._get(keys.task_key(task_id, keys.event_sk(seq)))
         return item[keys.EVENT_JSON]["S"].encode() if item else None
+
+
+def _with_first_event(
+    header: Mapping[str, Any], events: list[tuple[int, StreamResponse]]
+) -> list[tuple[int, StreamResponse]]:
+    """`events` (seq, event), in order, with event 1 put first when the header stands for it."""
+    first = keys.first_event_of(header)
+    if first is None or (events and events[0][0] == keys.FIRST_SEQ):
+        return events
+    return [(keys.FIRST_SEQ, first), *events]
