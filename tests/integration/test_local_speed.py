@@ -480,3 +480,41 @@ def test_a_state_machine_json_path_is_parsed_once(monkeypatch: Any) -> None:
     parsed.clear()
     json_path.extract_json("$.task.id", data)
     assert parsed == ["$.task.id"]  # moto's parse again, each use
+
+
+def test_a_transaction_item_with_an_unused_placeholder_is_refused_as_dynamodb_does() -> None:
+    """moto lets an unused ExpressionAttributeValues entry through in a transaction item (it
+    checks only the update expression's names there); DynamoDB refuses the request."""
+
+    def update(extra_values: dict[str, Any], extra_names: dict[str, str]) -> list[Any]:
+        return [
+            {
+                "Update": {
+                    "TableName": TABLE,
+                    "Key": {"pk": {"S": "p"}, "sk": {"S": "s"}},
+                    "UpdateExpression": "SET #a = :a",
+                    "ConditionExpression": "attribute_not_exists(pk) OR #a <> :b",
+                    "ExpressionAttributeNames": {"#a": "a", **extra_names},
+                    "ExpressionAttributeValues": {
+                        ":a": {"S": "1"},
+                        ":b": {"S": "2"},
+                        **extra_values,
+                    },
+                }
+            }
+        ]
+
+    unused_value = update({":w1": {"N": "2"}}, {})
+    unused_name = update({}, {"#never": "never"})
+    with _moto(None) as client:
+        client.transact_write_items(TransactItems=unused_value)  # moto alone lets it through
+    patch = moto_patches.transaction_placeholders_checked
+    with _moto(patch) as client:
+        client.transact_write_items(TransactItems=update({}, {}))  # all used: written
+        for items, message in (
+            (unused_value, "ExpressionAttributeValues unused in expressions: keys: {:w1}"),
+            (unused_name, "ExpressionAttributeNames unused in expressions: keys: {#never}"),
+        ):
+            with pytest.raises(ClientError, match="ValidationException") as refused:
+                client.transact_write_items(TransactItems=items)
+            assert message in str(refused.value)

@@ -838,3 +838,38 @@ def handler_methods_kept(patches: Patches) -> None:
         return names
 
     patches.replace(responses, "method_names_from_class", method_names_from_class)
+
+
+def transaction_placeholders_checked(patches: Patches) -> None:
+    """DynamoDB refuses any request whose `ExpressionAttributeNames` or
+    `ExpressionAttributeValues` hold a placeholder none of its expressions uses ("Value
+    provided in ExpressionAttributeValues unused in expressions"). moto checks that outside
+    transactions, but in a TransactWriteItems item only the names of its update expression:
+    an item with an unused value went through locally and would fail on AWS. Checked here for
+    every item of a transaction, names and values, as DynamoDB does."""
+    import re
+
+    from moto.dynamodb.exceptions import MockValidationException
+    from moto.dynamodb.responses import DynamoHandler
+
+    original = DynamoHandler.transact_write_items
+    placeholder = re.compile(r"[#:][A-Za-z0-9_]+")
+    expressions = ("ConditionExpression", "UpdateExpression", "ProjectionExpression")
+    provided = (("Names", "ExpressionAttributeNames"), ("Values", "ExpressionAttributeValues"))
+
+    def transact_write_items(handler: Any) -> Any:
+        for entry in handler.body.get("TransactItems") or []:
+            for action in entry.values():
+                used = {
+                    p for field in expressions for p in placeholder.findall(action.get(field) or "")
+                }
+                for kind, field in provided:
+                    unused = [name for name in action.get(field) or {} if name not in used]
+                    if unused:
+                        raise MockValidationException(
+                            f"Value provided in ExpressionAttribute{kind} unused in expressions: "
+                            f"keys: {{{', '.join(unused)}}}"
+                        )
+        return original(handler)
+
+    patches.replace(DynamoHandler, "transact_write_items", transact_write_items)
