@@ -239,16 +239,20 @@ def test_events_in_order_and_seq_conflicts(store: TaskStore) -> None:
     assert store.last_seq(uid("missing")) == 0
 
 
-@pytest.mark.parametrize("creation_status", [True, False], ids=["creation", "other"])
-def test_the_first_event_reads_back_everywhere(store: TaskStore, creation_status: bool) -> None:
-    """Event 1 as every read gives it back, whether it is the creation status (which a store
-    may keep in the header rather than as an item) or anything else."""
-    task_id, context_id = uid("task"), "ctx"
+@pytest.mark.parametrize("bare", [True, False], ids=["bare", "with-message"])
+def test_the_first_events_read_back_everywhere(store: TaskStore, bare: bool) -> None:
+    """Events 1 and 2 as every read gives them back, whether they are the bare creation and
+    WORKING statuses (which a store may keep in the header rather than as items) or carry a
+    message; then with more events than one read returns."""
+    task_id, context_id, owner = uid("task"), "ctx", uid("owner")
     status = TaskStatus(state=TaskState.SUBMITTED, timestamp=T0)
     first = status_event(task_id, context_id, status)
-    if not creation_status:  # a status message: no longer the bare creation status
-        first.status_update.status.message = message("queued", task_id)  # type: ignore[union-attr]
-    record = TaskRecord(task_id, context_id, uid("owner"), TaskState.SUBMITTED, status, 1, 1, "")
+    working_status = TaskStatus(state=TaskState.WORKING, timestamp=T0 + timedelta(seconds=1))
+    working = status_event(task_id, context_id, working_status)
+    if not bare:  # a status message: no longer a bare status
+        for event in (first, working):
+            event.status_update.status.message = message("note", task_id)  # type: ignore[union-attr]
+    record = TaskRecord(task_id, context_id, owner, TaskState.SUBMITTED, status, 1, 1, "")
     store.create_task(record, message("hello", task_id), first, None)
     assert store.last_seq(task_id) == 1
     assert store.read_events(task_id, 0) == [(1, first)]
@@ -258,15 +262,43 @@ def test_the_first_event_reads_back_everywhere(store: TaskStore, creation_status
     assert as_of is not None and as_of.status == first.status_update.status  # type: ignore[union-attr]
     snapshot = store.get_snapshot(task_id, 0)
     assert snapshot is not None and snapshot.seq == 1
-    # More events than one read returns: the first read still starts at event 1.
-    for seq in range(2, 153):
-        store.append_event(task_id, seq, chunk(task_id, str(seq), seq > 2))
-    assert [seq for seq, _ in store.read_events(task_id, 0)] == list(range(1, 101))
+    store.apply_status(
+        StatusChange(
+            task_id=task_id,
+            owner=owner,
+            context_id=context_id,
+            from_state=TaskState.SUBMITTED,
+            to_status=working_status,
+            seq=2,
+            turn=1,
+            event=working,
+        )
+    )
+    assert store.last_seq(task_id) == 2
+    assert store.read_events(task_id, 0) == [(1, first), (2, working)]
+    assert store.read_events(task_id, 1) == [(2, working)]
     assert store.read_events(task_id, 0, limit=1) == [(1, first)]
-    assert [seq for seq, _ in store.read_events(task_id, 1, limit=2)] == [2, 3]
-    assert store.last_seq(task_id) == 152
+    assert store.read_events(task_id, 2) == []
+    stored = store.get_event_json(task_id, 2)
+    assert stored is not None and StreamResponse.model_validate_json(stored) == working
     as_of = store.task_as_of(task_id, 2)
-    assert as_of is not None and [p.text for p in as_of.artifacts[0].parts] == ["2"]  # type: ignore[index]
+    assert as_of is not None and as_of.status == working_status
+    snapshot = store.get_snapshot(task_id, None)
+    assert snapshot is not None and snapshot.seq == 2 and snapshot.status == working_status
+    # More events than one read returns: the first reads still start at events 1 and 2.
+    for seq in range(3, 153):
+        store.append_event(task_id, seq, chunk(task_id, str(seq), seq > 3))
+    assert [seq for seq, _ in store.read_events(task_id, 0)] == list(range(1, 101))
+    assert [seq for seq, _ in store.read_events(task_id, 1)] == list(range(2, 102))
+    assert [seq for seq, _ in store.read_events(task_id, 1, limit=2)] == [2, 3]
+    assert [seq for seq, _ in store.read_events(task_id, 2, limit=2)] == [3, 4]
+    assert store.last_seq(task_id) == 152
+    as_of = store.task_as_of(task_id, 3)
+    assert as_of is not None and as_of.status == working_status
+    assert [p.text for p in as_of.artifacts[0].parts] == ["3"]  # type: ignore[index]
+    # Event 2 is taken: a writer that read the log before it (a cancel) loses, as for any event.
+    with pytest.raises(ConflictError):
+        store.append_event(task_id, 2, chunk(task_id, "late", False))
 
 
 def test_snapshot_folds_events_and_limits_history(store: TaskStore) -> None:

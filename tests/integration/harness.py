@@ -341,21 +341,20 @@ def header(stack: LocalStack, task_id: str) -> dict[str, Any]:
 
 
 def event_log(stack: LocalStack, task_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """(seq, StreamResponse JSON) for every `E#` item of the task, in key order, after the
-    first event when the header stands for it (marked `e1`: that event has no item)."""
+    """(seq, StreamResponse JSON) for every `E#` item of the task and every event its header
+    stands for (the first ones, which have no items: `keys.header_events`), in seq order."""
     stored = partition(stack, task_id)
     items = [i for i in stored if i["sk"]["S"].startswith("E#")]
-    log = []
     header = next((i for i in stored if i["sk"]["S"] == keys.HEADER), None)
-    first = keys.first_event_of(header) if header else None
-    if first is not None:
-        assert not any(i["sk"]["S"] == keys.event_sk(1) for i in items), "event 1 stored twice"
-        log.append((1, first.wire()))
+    in_header = keys.header_events(header) if header else []
+    in_items = {i["sk"]["S"] for i in items}
+    assert not any(keys.event_sk(seq) in in_items for seq, _ in in_header), "an event twice"
+    log = [(seq, event.wire()) for seq, event in in_header]
     for item in items:
         seq = int(item["seq"]["N"])
         assert item["sk"]["S"] == f"E#{seq:010d}", item["sk"]
         log.append((seq, json.loads(item["ev"]["S"])))
-    return log
+    return sorted(log, key=lambda entry: entry[0])
 
 
 def status_states(log: list[tuple[int, dict[str, Any]]]) -> list[str]:

@@ -493,7 +493,8 @@ def test_batches_the_sender_cannot_process_go_to_the_stream_failure_queue(
 
 def stuck_event_sequence_numbers(stream: StreamMapping, task_id: str) -> list[int]:
     """The stream sequence numbers of a task's events: its inserted event items, and the
-    header's insert when it stands for event 1."""
+    header's writes that add the events it stands for (its insert for event 1, the update
+    that adds event 2)."""
     streams = boto3.client("dynamodbstreams", region_name=REGION)
     iterator = streams.get_shard_iterator(
         StreamArn=stream.stream_arn, ShardId=stream.shard_id, ShardIteratorType="TRIM_HORIZON"
@@ -502,11 +503,20 @@ def stuck_event_sequence_numbers(stream: StreamMapping, task_id: str) -> list[in
     return [
         int(r["dynamodb"]["SequenceNumber"])
         for r in records
-        if r["eventName"] == "INSERT"
-        and r["dynamodb"]["Keys"]["pk"]["S"] == f"T#{task_id}"
+        if r["dynamodb"]["Keys"]["pk"]["S"] == f"T#{task_id}"
         and (
-            r["dynamodb"]["Keys"]["sk"]["S"].startswith("E#")
-            or r["dynamodb"]["NewImage"].get("e1") == {"BOOL": True}
+            (
+                r["eventName"] == "INSERT"
+                and (
+                    r["dynamodb"]["Keys"]["sk"]["S"].startswith("E#")
+                    or r["dynamodb"]["NewImage"].get("e1") == {"BOOL": True}
+                )
+            )
+            or (
+                r["eventName"] == "MODIFY"
+                and "w1" in r["dynamodb"]["NewImage"]
+                and "w1" not in r["dynamodb"]["OldImage"]
+            )
         )
     ]
 

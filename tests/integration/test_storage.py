@@ -69,29 +69,28 @@ def test_event_logs_are_contiguous_and_every_task_item_expires(
     assert {("T", "H"), ("T", "E#"), ("T", "M#"), ("D", "D")} <= kinds
 
 
-def test_a_new_tasks_header_stands_for_its_first_event(local_stack: LocalStack, alice: A2A) -> None:
-    """SendMessage's creation status has no item: the header, marked `e1`, is event 1 (two
-    transaction write units less per task); every read puts it back (contract tests), and
-    the header's stream INSERT is the event for webhooks (test_push_delivery.py)."""
+def test_a_tasks_header_stands_for_its_first_two_events(
+    local_stack: LocalStack, alice: A2A
+) -> None:
+    """SendMessage's creation status and the first step's WORKING status have no items: the
+    header is events 1 (marked `e1`) and 2 (`w1`/`w1at`), two transaction write units less
+    each; every read puts them back (contract tests), and the header's stream records are
+    their events for webhooks (test_push_delivery.py)."""
     task_id = alice.send("plain").task["id"]
     wait_idle(local_stack)
     stored = {item["sk"]["S"]: item for item in partition(local_stack, task_id)}
-    assert stored["H"]["e1"] == {"BOOL": True}
-    assert "E#0000000001" not in stored and "E#0000000002" in stored
+    header = stored["H"]
+    assert header["e1"] == {"BOOL": True} and header["w1"] == {"N": "2"}
+    assert "E#0000000001" not in stored and "E#0000000002" not in stored
+    assert "E#0000000003" in stored
     log = assert_log_consistent(local_stack, task_id)
-    assert log[0] == (
-        1,
-        {
-            "statusUpdate": {
-                "taskId": task_id,
-                "contextId": stored["H"]["contextId"]["S"],
-                "status": {
-                    "state": "TASK_STATE_SUBMITTED",
-                    "timestamp": stored["H"]["createdAt"]["S"],
-                },
-            }
-        },
-    )
+
+    def status(state: str, at: str) -> dict[str, Any]:
+        body = {"state": state, "timestamp": at}
+        return {"taskId": task_id, "contextId": header["contextId"]["S"], "status": body}
+
+    assert log[0] == (1, {"statusUpdate": status("TASK_STATE_SUBMITTED", header["createdAt"]["S"])})
+    assert log[1] == (2, {"statusUpdate": status("TASK_STATE_WORKING", header["w1at"]["S"])})
 
 
 def test_owner_counter_items_expire(local_stack: LocalStack, alice: A2A) -> None:

@@ -24,15 +24,24 @@ def test_stream_mapping_delivers_event_items_with_partial_failures(cfn: dict[str
     assert 1 <= stream["MaximumRetryAttempts"] <= 20
     assert stream["StartingPosition"] == "TRIM_HORIZON"
     patterns = [json.loads(f["Pattern"]) for f in stream["FilterCriteria"]["Filters"]]
-    events, first_events, expiries = patterns
+    events, first_events, working_events, expiries = patterns
     assert events == {
         "eventName": ["INSERT"],
         "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "E#"}]}}},
     }
-    # A new task's header stands for its first event (keys.first_event_of).
+    # A task's header stands for its first events (keys.header_events): its creation is
+    # event 1, the update that adds its first WORKING status event 2.
     assert first_events == {
         "eventName": ["INSERT"],
         "dynamodb": {"Keys": {"sk": {"S": ["H"]}}, "NewImage": {"e1": {"BOOL": [True]}}},
+    }
+    assert working_events == {
+        "eventName": ["MODIFY"],
+        "dynamodb": {
+            "Keys": {"sk": {"S": ["H"]}},
+            "NewImage": {"w1": {"N": [{"exists": True}]}},
+            "OldImage": {"w1": {"N": [{"exists": False}]}},
+        },
     }
     # DynamoDB TTL's removal of a task header (the sender takes it off the ListTasks counters).
     assert expiries == {

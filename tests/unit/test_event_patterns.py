@@ -50,10 +50,18 @@ def stream_record(event_name: str, sk: str, **image: Any) -> dict[str, Any]:
 def test_template_filter_is_the_documented_pattern() -> None:
     assert _template_filters() == [
         {"eventName": ["INSERT"], "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "E#"}]}}}},
-        # A new task's header, which stands for its first event (no item of its own).
+        # A task header's writes that add an event it stands for (no item of its own).
         {
             "eventName": ["INSERT"],
             "dynamodb": {"Keys": {"sk": {"S": ["H"]}}, "NewImage": {"e1": {"BOOL": [True]}}},
+        },
+        {
+            "eventName": ["MODIFY"],
+            "dynamodb": {
+                "Keys": {"sk": {"S": ["H"]}},
+                "NewImage": {"w1": {"N": [{"exists": True}]}},
+                "OldImage": {"w1": {"N": [{"exists": False}]}},
+            },
         },
         # TTL's removals of task headers (tests/integration/test_ttl_counters.py).
         {
@@ -72,6 +80,25 @@ def test_template_filter_passes_only_inserted_event_items_and_no_user_removal(
     record = stream_record(event_name, sk, ev={"S": "{}"})
     expected = event_name == "INSERT" and sk.startswith("E#")
     assert passes(_template_filters(), record) is expected
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        ({}, {"w1": {"N": "2"}}, True),  # the first WORKING status went in
+        ({"w1": {"N": "2"}}, {"w1": {"N": "2"}}, False),  # a later write of the header
+        ({}, {}, False),  # a write that adds no event (say, the flow's state)
+    ],
+)
+def test_template_filter_passes_a_header_update_only_when_it_adds_the_working_event(
+    before: dict[str, Any], after: dict[str, Any], expected: bool
+) -> None:
+    record = stream_record("MODIFY", "H", **after)
+    record["dynamodb"]["OldImage"] = {**record["dynamodb"]["Keys"], **before}
+    assert passes(_template_filters(), record) is expected
+    record["eventName"] = "INSERT"  # only an update adds it
+    del record["dynamodb"]["OldImage"]
+    assert not passes(_template_filters(), record)
 
 
 @pytest.mark.parametrize("event_name", ["INSERT", "MODIFY", "REMOVE"])

@@ -202,3 +202,29 @@ def test_a_header_stands_for_exactly_the_creation_status() -> None:
         message_id="m1", role="ROLE_AGENT", parts=[Part(text="queued")]
     )
     assert not keys.stands_for_first_event("t1", "c1", created, 1, with_message)
+
+
+def test_the_header_update_adding_w1_is_the_stream_event_of_the_first_working_status() -> None:
+    from decimal import Decimal
+
+    before = {
+        "pk": "T#t1",
+        "sk": "H",
+        "taskId": "t1",
+        "contextId": "c1",
+        "createdAt": "2026-01-02T03:04:05.678Z",
+        keys.FIRST_EVENT: True,
+    }
+    after = {**before, keys.WORKING_SEQ: Decimal(2), keys.WORKING_AT: "2026-01-02T03:04:06.000Z"}
+    task_id, seq, body = keys.stream_event(after, before) or ("", 0, b"")
+    assert (task_id, seq) == ("t1", 2)
+    expected = keys.working_event("t1", "c1", "2026-01-02T03:04:06.000Z")
+    assert body == keys.dumps(expected.wire()).encode()
+    assert b'"state":"TASK_STATE_WORKING"' in body
+    assert keys.stream_event(after, after) is None  # a later write of the header
+    assert keys.stream_event(before, before) is None  # a write that adds no event
+    assert keys.stream_event({**after, keys.WORKING_AT: "noon"}, before) is None
+    # An event item's update (never written twice) is no event.
+    item = {"pk": "T#t1", "sk": "E#0000000003", "ev": "{}"}
+    assert keys.stream_event(item, item) is None
+    assert keys.stream_event(item) == ("t1", 3, b"{}")

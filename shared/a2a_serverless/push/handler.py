@@ -56,11 +56,13 @@ class _StreamBatch:
                 except Exception as exc:
                     self.failed[record.dynamodb.sequence_number or ""] = exc
                 continue
-            # The item layout is the store's: it says which task and event a new item is
-            # (an event item, or the header of a new task, which stands for its first event).
-            if raw.get("eventName") != "INSERT" or record.dynamodb is None:
+            # The item layout is the store's: it says which task and event a record is (an
+            # inserted event item, or a task header's write that adds an event it stands for).
+            name = raw.get("eventName")
+            if name not in ("INSERT", "MODIFY") or record.dynamodb is None:
                 continue
-            found = stream_event(record.dynamodb.new_image)
+            previous = record.dynamodb.old_image if name == "MODIFY" else None
+            found = stream_event(record.dynamodb.new_image, previous)
             if found is not None:
                 events.append(StreamEvent(*found))
                 numbers.append(record.dynamodb.sequence_number or "")

@@ -4,10 +4,11 @@ The one place that knows how a task, its events, history, push configs, counters
 retry records sit in the single table (see template.yaml `TasksTable`):
 
 - `T#{taskId}`: the header `H`, events `E#{seq:010d}`, history `M#{n:06d}`, push configs
-  `P#{configId}`. Events sort before the header ("E#" < "H"); history after it. A header
-  marked `e1` stands for event 1 itself (the task's creation status: SUBMITTED at
-  `createdAt`), and that event has no item: `first_event_of` rebuilds it, and the header's
-  stream INSERT is the event's (`stream_event`). Headers without the mark have an `E#` item.
+  `P#{configId}`. Events sort before the header ("E#" < "H"); history after it. The header
+  stands for a task's first events, which then have no item (`header_events` rebuilds them):
+  marked `e1`, event 1 (the creation status: SUBMITTED at `createdAt`; its stream INSERT is
+  the event's); with `w1`/`w1at`, event 2 when it is the first WORKING status (the MODIFY
+  that adds them is the event's). Headers without the marks have `E#` items for those events.
 - `O#{owner}`: the ListTasks counters, `N#{shard}` per owner (all tasks and per state) and
   `X#{contextId}` per context (all its tasks: written when a task is created or expires only).
 - `D#{owner}#{messageId}` / `D`: the SendMessage retry record.
@@ -43,6 +44,7 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from a2a_serverless.models import (
@@ -85,10 +87,17 @@ EVENT_JSON = "ev"  # an event item's StreamResponse wire JSON (what streams and 
 # of the step (Lambda retry, EXPRESS redelivery) recognises its own earlier writes by it.
 EVENT_ID = "eid"
 EXPIRES = "expiresAt"  # the table's TTL attribute
-# On a header: event 1 is the header's creation status and has no item of its own (two
-# transaction write units less per task; see `first_event_of`).
-FIRST_EVENT = "e1"
+# The events a header stands for, which have no item of their own (two transaction write units
+# less each; see `header_events`). Only a task's first events: a Query reads the event items in
+# key order and the header last, so it may miss an item written while it reads; an event in the
+# header must therefore never come after an item event, or a reader could see it without the
+# item before it.
+FIRST_EVENT = "e1"  # event 1 is the creation status: SUBMITTED at `createdAt`
+WORKING_SEQ = "w1"  # event 2 is the first WORKING status ...
+WORKING_AT = "w1at"  # ... at this time
 FIRST_SEQ = 1
+WORKING_EVENT_SEQ = 2
+LAST_HEADER_EVENT_SEQ = WORKING_EVENT_SEQ  # a read from before this may need the header
 
 PARTITION_KEY_MAX_BYTES = 2048  # DynamoDB's limits, table and GSI keys alike
 SORT_KEY_MAX_BYTES = 1024
@@ -260,14 +269,27 @@ def push_item(config: TaskPushNotificationConfig) -> dict[str, Any]:
     return item
 
 
-def creation_event(task_id: str, context_id: str, created_at: str) -> StreamResponse:
-    """The status event a task is created with: SUBMITTED at its creation time."""
-    status = TaskStatus.model_validate(
-        {"state": TaskState.SUBMITTED.value, "timestamp": created_at}
-    )
+def _status_event(
+    task_id: str, context_id: str, state: TaskState, timestamp: str
+) -> StreamResponse:
+    status = TaskStatus.model_validate({"state": state, "timestamp": timestamp})
     return StreamResponse(
         status_update=TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
     )
+
+
+def creation_event(task_id: str, context_id: str, created_at: str) -> StreamResponse:
+    """The status event a task is created with: SUBMITTED at its creation time."""
+    return _status_event(task_id, context_id, TaskState.SUBMITTED, created_at)
+
+
+def working_event(task_id: str, context_id: str, at: str) -> StreamResponse:
+    """A bare WORKING status event (no message, no metadata)."""
+    return _status_event(task_id, context_id, TaskState.WORKING, at)
+
+
+def _same_event(event: StreamResponse, derived: StreamResponse) -> bool:
+    return dumps(event.wire()) == dumps(derived.wire())
 
 
 def stands_for_first_event(
@@ -276,14 +298,27 @@ def stands_for_first_event(
     """Whether a header with these fields can stand for the task's first event (which then
     needs no item): the event is event 1 and exactly its creation status, on the wire."""
     derived = creation_event(task_id, context_id, created_at)
-    return seq == FIRST_SEQ and dumps(event.wire()) == dumps(derived.wire())
+    return seq == FIRST_SEQ and _same_event(event, derived)
 
 
-def first_event_of(header: Mapping[str, Any]) -> StreamResponse | None:
-    """Event 1 of a header marked `e1` (it has no item); None for any other header."""
-    if FIRST_EVENT not in header:
-        return None
-    return creation_event(header["taskId"]["S"], header["contextId"]["S"], header["createdAt"]["S"])
+def stands_for_working_event(
+    task_id: str, context_id: str, at: str, seq: int, event: StreamResponse
+) -> bool:
+    """Whether a header can stand for this event: event 2, a bare WORKING status at `at`
+    (the header must stand for event 1 too, which the write's condition checks)."""
+    return seq == WORKING_EVENT_SEQ and _same_event(event, working_event(task_id, context_id, at))
+
+
+def header_events(header: Mapping[str, Any]) -> list[tuple[int, StreamResponse]]:
+    """(seq, event) of the events a header stands for (they have no items), in order."""
+    task_id, context_id = header["taskId"]["S"], header["contextId"]["S"]
+    events = []
+    if FIRST_EVENT in header:
+        events.append((FIRST_SEQ, creation_event(task_id, context_id, header["createdAt"]["S"])))
+    if WORKING_SEQ in header and WORKING_AT in header:
+        working = working_event(task_id, context_id, header[WORKING_AT]["S"])
+        events.append((int(header[WORKING_SEQ]["N"]), working))
+    return events
 
 
 def is_header(item: Mapping[str, Any]) -> bool:
@@ -338,14 +373,19 @@ def record_of(item: Mapping[str, Any]) -> TaskRecord:
     )
 
 
-def stream_event(image: Mapping[str, Any]) -> tuple[str, int, bytes] | None:
-    """(task id, seq, event wire JSON) of an inserted item's NewImage, or None when the item
-    is not an event: an `E#` item, or a header marked `e1` (event 1, see `first_event_of`).
-    `image` is deserialized (plain values, as Powertools' `DynamoDBRecord.dynamodb.new_image`
-    gives it)."""
+def stream_event(
+    image: Mapping[str, Any], previous: Mapping[str, Any] | None = None
+) -> tuple[str, int, bytes] | None:
+    """(task id, seq, event wire JSON) of a stream record, or None when it is no event: an
+    inserted `E#` item; a new header marked `e1` (event 1); a header update that added `w1`
+    (the first WORKING status). `image` is the NewImage, `previous` the OldImage of an update
+    (None for an insert), deserialized (plain values, as Powertools'
+    `DynamoDBRecord.dynamodb.new_image` gives them)."""
     pk, sk, body = image.get("pk"), image.get("sk"), image.get(EVENT_JSON)
     if isinstance(pk, str) and pk.startswith(TASK_PREFIX) and sk == HEADER:
-        return _stream_first_event(pk.removeprefix(TASK_PREFIX), image)
+        return _stream_header_event(pk.removeprefix(TASK_PREFIX), image, previous)
+    if previous is not None:
+        return None  # an event item is written once: only its insert is the event
     if not (isinstance(pk, str) and isinstance(sk, str) and isinstance(body, str)):
         return None
     if not (pk.startswith(TASK_PREFIX) and sk.startswith(EVENT_PREFIX)):
@@ -353,17 +393,27 @@ def stream_event(image: Mapping[str, Any]) -> tuple[str, int, bytes] | None:
     return pk.removeprefix(TASK_PREFIX), int(sk.removeprefix(EVENT_PREFIX)), body.encode()
 
 
-def _stream_first_event(task_id: str, image: Mapping[str, Any]) -> tuple[str, int, bytes] | None:
-    context_id, created_at = image.get("contextId"), image.get("createdAt")
-    if image.get(FIRST_EVENT) is not True:
-        return None  # its first event is an item of its own
-    if not (isinstance(context_id, str) and isinstance(created_at, str)):
+def _stream_header_event(
+    task_id: str, image: Mapping[str, Any], previous: Mapping[str, Any] | None
+) -> tuple[str, int, bytes] | None:
+    context_id = image.get("contextId")
+    state: TaskState
+    if previous is None:  # the task's creation
+        seq: Any = FIRST_SEQ
+        at, state = image.get("createdAt"), TaskState.SUBMITTED
+        if image.get(FIRST_EVENT) is not True:
+            return None  # its first event is an item of its own
+    else:  # an update: the event when it added the first WORKING status
+        seq, at, state = image.get(WORKING_SEQ), image.get(WORKING_AT), TaskState.WORKING
+        if WORKING_SEQ in previous or not isinstance(seq, int | Decimal):
+            return None
+    if not (isinstance(context_id, str) and isinstance(at, str)):
         return None
     try:
-        event = creation_event(task_id, context_id, created_at)
+        event = _status_event(task_id, context_id, state, at)
     except ValueError:  # not a timestamp: no event to pass on
         return None
-    return task_id, FIRST_SEQ, dumps(event.wire()).encode()
+    return task_id, int(seq), dumps(event.wire()).encode()
 
 
 def expired_header(image: Mapping[str, Any]) -> tuple[str, str, str, TaskState] | None:

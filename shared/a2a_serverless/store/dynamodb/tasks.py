@@ -3,8 +3,8 @@
 The event log is the source of status and artifacts: chunk events are single conditional
 puts (no header write, no index write); state changes are one transaction (header + event +
 counters [+ history]). The ListTasks counters are maintained here, in the same transactions.
-A task's first event (its SUBMITTED status) is its header's creation, with no item of its own
-(`keys.first_event_of`): every read of the log below puts it back.
+A task's first events (its SUBMITTED status, and its first WORKING status) are in its header,
+with no items of their own (`keys.header_events`): every read of the log below puts them back.
 """
 
 from __future__ import annotations
@@ -165,8 +165,12 @@ class DynamoDBTaskLog(DynamoDBTable):
             ]
         )
 
-    def apply_status(self, change: StatusChange) -> None:
-        """A state transition: conditional on the state (and turn) it moves from."""
+    def apply_status(self, change: StatusChange, in_header: bool = True) -> None:
+        """A state transition: conditional on the state (and turn) it moves from.
+
+        The task's first WORKING status goes in the header, with no event item, when the
+        header stands for event 1 (a condition of the write; `in_header=False` writes the
+        item, as for a task whose event 1 is an item)."""
         status_ts = format_timestamp(change.to_status.timestamp or datetime.now(UTC))
         new_state = change.to_status.state
         names = {"#st": "state", "#turn": "turn", "#status": "status"}
@@ -207,6 +211,23 @@ class DynamoDBTaskLog(DynamoDBTable):
             values[":hprev"] = n(index - 1)
             item = keys.history_item(change.task_id, index, change.history_message)
             history.append(("history", self._put(item)))
+        header_event = in_header and keys.stands_for_working_event(
+            change.task_id, change.context_id, status_ts, change.seq, change.event
+        )
+        events: list[tuple[str, dict[str, Any]]] = []
+        if header_event:
+            sets += [f"{keys.WORKING_SEQ} = :w1", f"{keys.WORKING_AT} = :w1at"]
+            values[":w1"] = n(change.seq)
+            values[":w1at"] = s(status_ts)
+            condition += f" AND attribute_exists({keys.FIRST_EVENT})"
+            condition += f" AND attribute_not_exists({keys.WORKING_SEQ})"
+        else:
+            item = keys.event_item(change.task_id, change.seq, change.event)
+            events.append(("event", self._put(item, NEW_ITEM)))
+        # An event item at a seq the header may stand for: not if it does.
+        guarded = not header_event and change.seq <= keys.LAST_HEADER_EVENT_SEQ
+        if guarded:
+            condition += " AND " + _header_lacks_event(change.seq, values)
         header_update = {
             "Update": {
                 "TableName": self._table,
@@ -217,27 +238,50 @@ class DynamoDBTaskLog(DynamoDBTable):
                 "ExpressionAttributeValues": values,
             }
         }
-        event_put = self._put(keys.event_item(change.task_id, change.seq, change.event), NEW_ITEM)
         counters: list[tuple[str, dict[str, Any]]] = []
         if change.from_state != new_state:
             counts = {keys.state_counter(change.from_state): -1, keys.state_counter(new_state): 1}
             counters = self._counter_updates(change.owner, None, counts)
-        self._transact(
-            [
-                ("header", header_update),
-                ("event", event_put),
-                *history,
-                *self._optional_puts(change.task_id, change.dedupe, change.push_config),
-                *counters,
-            ]
-        )
+        try:
+            self._transact(
+                [
+                    ("header", header_update),
+                    *events,
+                    *history,
+                    *self._optional_puts(change.task_id, change.dedupe, change.push_config),
+                    *counters,
+                ]
+            )
+        except ConflictError as conflict:
+            if "header" not in conflict.failed:
+                raise
+            if header_event:
+                # The header may not stand for event 1 (an older task's): write the event as
+                # an item. A lost race (a cancel first) fails this one too, as it would have.
+                self.apply_status(change, in_header=False)
+                return
+            if guarded and self._header_holds(change.task_id, change.seq):
+                raise ConflictError(
+                    f"event {change.seq} of {change.task_id} exists", ("event",)
+                ) from conflict
+            raise
+
+    def _header_holds(self, task_id: str, seq: int) -> bool:
+        header = self._get(keys.task_key(task_id, keys.HEADER))
+        return header is not None and any(held == seq for held, _ in keys.header_events(header))
 
     def append_event(
         self, task_id: str, seq: int, event: StreamResponse, event_id: str = ""
     ) -> bool:
         """One event with no state change (artifact chunk, progress status): one put. A lost
         condition returns the item already there (no extra read), so a re-run's duplicate
-        write is recognised by its event id at no cost."""
+        write is recognised by its event id at no cost.
+
+        A seq the header may stand for (1, 2: never a chunk's in practice, the worker writes
+        WORKING first) is checked against the header in a transaction, so that no seq is
+        both an item and the header's."""
+        if seq <= keys.LAST_HEADER_EVENT_SEQ:
+            return self._append_early_event(task_id, seq, event, event_id)
         try:
             self._db.put_item(
                 TableName=self._table,
@@ -250,6 +294,29 @@ class DynamoDBTaskLog(DynamoDBTable):
             if event_id and keys.event_id_of(existing) == event_id:
                 return False  # this very write was done before (a re-run of the step)
             raise ConflictError(f"event {seq} of {task_id} exists", ("event",)) from exc
+        return True
+
+    def _append_early_event(
+        self, task_id: str, seq: int, event: StreamResponse, event_id: str
+    ) -> bool:
+        check: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": keys.task_key(task_id, keys.HEADER),
+        }
+        values: dict[str, Any] = {}
+        check["ConditionExpression"] = _header_lacks_event(seq, values)
+        if values:
+            check["ExpressionAttributeValues"] = values
+        header_check = {"ConditionCheck": check}
+        item = keys.event_item(task_id, seq, event, event_id)
+        try:
+            self._transact([("header", header_check), ("event", self._put(item, NEW_ITEM))])
+        except ConflictError as conflict:
+            if "event" in conflict.failed and event_id:
+                existing = self._get(keys.task_key(task_id, keys.event_sk(seq))) or {}
+                if keys.event_id_of(existing) == event_id:
+                    return False  # this very write was done before (a re-run of the step)
+            raise ConflictError(f"event {seq} of {task_id} exists", ("event",)) from conflict
         return True
 
     def save_flow_state(
@@ -375,9 +442,8 @@ class DynamoDBTaskLog(DynamoDBTable):
             return None
         record = _record_of(header)
         event_items = [i for i in items if keys.is_event(i)]
-        events = _with_first_event(
-            header, [(keys.seq_of(i), keys.event_of(i)) for i in event_items]
-        )
+        logged = [(keys.seq_of(i), keys.event_of(i)) for i in event_items]
+        events = _with_header_events(header, logged)
         status, artifacts = fold_events((event for _, event in events), record.status)
         return TaskSnapshot(
             record=record,
@@ -415,26 +481,27 @@ class DynamoDBTaskLog(DynamoDBTable):
     def read_events(
         self, task_id: str, after_seq: int, limit: int = 100
     ) -> list[tuple[int, StreamResponse]]:
-        from_start = after_seq < keys.FIRST_SEQ
+        # From before the header's last event: up to the header too, which may stand for some.
+        with_header = after_seq < keys.LAST_HEADER_EVENT_SEQ
         page = self._db.query(
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :to",
             ExpressionAttributeValues={
                 ":pk": keys.task_pk(task_id),
                 ":from": s(keys.event_sk(after_seq + 1)),
-                # From the start: up to the header too, which may stand for event 1.
-                ":to": s(keys.HEADER if from_start else keys.event_sk(keys.LAST_SEQ)),
+                ":to": s(keys.HEADER if with_header else keys.event_sk(keys.LAST_SEQ)),
             },
-            Limit=limit + 1 if from_start else limit,
+            Limit=limit + 1 if with_header else limit,
             ConsistentRead=True,
         )
         items = page.get("Items", [])
         found = [(keys.seq_of(i), keys.event_of(i)) for i in items if keys.is_event(i)]
-        if from_start and not (found and found[0][0] == keys.FIRST_SEQ):
+        if with_header and not (found and found[0][0] == after_seq + 1):
             header = next((i for i in items if keys.is_header(i)), None)
             if header is None and found:  # a full page of later events: the header after it
                 header = self._get(keys.task_key(task_id, keys.HEADER))
-            found = _with_first_event(header, found) if header else found
+            if header is not None:
+                found = [e for e in _with_header_events(header, found) if e[0] > after_seq]
         return found[:limit]
 
     def last_seq(self, task_id: str) -> int:
@@ -450,18 +517,21 @@ class DynamoDBTaskLog(DynamoDBTable):
             ScanIndexForward=False,
             Limit=2,
             ConsistentRead=True,
-            ProjectionExpression="sk, seq, " + keys.FIRST_EVENT,
+            ProjectionExpression=f"sk, seq, {keys.FIRST_EVENT}, {keys.WORKING_SEQ}",
         )
         items = page.get("Items", [])
-        events = [i for i in items if keys.is_event(i)]
-        if events:
-            return keys.seq_of(events[0])
-        header_marked = any(keys.is_header(i) and keys.FIRST_EVENT in i for i in items)
-        return keys.FIRST_SEQ if header_marked else 0
+        seqs = [keys.seq_of(i) for i in items if keys.is_event(i)]
+        for header in (i for i in items if keys.is_header(i)):
+            if keys.WORKING_SEQ in header:
+                seqs.append(int(header[keys.WORKING_SEQ]["N"]))
+            if keys.FIRST_EVENT in header:
+                seqs.append(keys.FIRST_SEQ)
+        return max(seqs, default=0)
 
     def task_as_of(self, task_id: str, seq: int) -> Task | None:
         """The task as a client that had seen events 1..seq would hold it (no history)."""
-        # Up to the header (which may stand for event 1); the events after `seq` left out.
+        # Up to the header (which may stand for the first events); the events after `seq`
+        # left out.
         items = self._partition(
             task_id,
             " AND sk BETWEEN :first AND :last",
@@ -469,25 +539,33 @@ class DynamoDBTaskLog(DynamoDBTable):
         )
         header = next((i for i in items if keys.is_header(i)), None)
         events = [(keys.seq_of(i), keys.event_of(i)) for i in items if keys.is_event(i)]
-        events = _with_first_event(header, events) if header else events
+        events = _with_header_events(header, events) if header else events
         return task_from_events(task_id, [event for number, event in events if number <= seq])
 
     def get_event_json(self, task_id: str, seq: int) -> bytes | None:
         """One event as stored: its `StreamResponse` wire JSON (what the stream carries)."""
-        if seq == keys.FIRST_SEQ:  # the header may stand for it
+        if seq <= keys.LAST_HEADER_EVENT_SEQ:  # the header may stand for it
             header = self._get(keys.task_key(task_id, keys.HEADER))
-            first = keys.first_event_of(header) if header else None
-            if first is not None:
-                return keys.dumps(first.wire()).encode()
+            for number, event in keys.header_events(header) if header else []:
+                if number == seq:
+                    return keys.dumps(event.wire()).encode()
         item = self._get(keys.task_key(task_id, keys.event_sk(seq)))
         return item[keys.EVENT_JSON]["S"].encode() if item else None
 
 
-def _with_first_event(
+def _header_lacks_event(seq: int, values: dict[str, Any]) -> str:
+    """A condition on the header: it does not stand for event `seq` (adds its value)."""
+    if seq == keys.FIRST_SEQ:
+        return f"attribute_not_exists({keys.FIRST_EVENT})"
+    values[":heldseq"] = n(seq)
+    return f"(attribute_not_exists({keys.WORKING_SEQ}) OR NOT ({keys.WORKING_SEQ} = :heldseq))"
+
+
+def _with_header_events(
     header: Mapping[str, Any], events: list[tuple[int, StreamResponse]]
 ) -> list[tuple[int, StreamResponse]]:
-    """`events` (seq, event), in order, with event 1 put first when the header stands for it."""
-    first = keys.first_event_of(header)
-    if first is None or (events and events[0][0] == keys.FIRST_SEQ):
-        return events
-    return [(keys.FIRST_SEQ, first), *events]
+    """`events` (seq, event) with the events the header stands for, in order (one both in
+    the header and an item is taken once, from the item)."""
+    logged = {seq for seq, _ in events}
+    missing = [(seq, e) for seq, e in keys.header_events(header) if seq not in logged]
+    return sorted([*missing, *events], key=lambda pair: pair[0]) if missing else events
