@@ -301,6 +301,19 @@ def test_the_first_events_read_back_everywhere(store: TaskStore, bare: bool) -> 
         store.append_event(task_id, 2, chunk(task_id, "late", False))
 
 
+def test_an_early_event_with_the_same_id_is_written_once(store: TaskStore) -> None:
+    """An event at seq 2 that is not a WORKING status (a store may check such early seqs
+    against its header): written once per writer identity, like any event."""
+    record = create(store, uid("owner"))
+    note = chunk(record.task_id, "early", False)
+    assert store.append_event(record.task_id, 2, note, event_id="1.0.0") is True
+    assert store.append_event(record.task_id, 2, note, event_id="1.0.0") is False  # a re-run
+    with pytest.raises(ConflictError):
+        store.append_event(record.task_id, 2, note, event_id="1.0.1")
+    assert [seq for seq, _ in store.read_events(record.task_id, 0)] == [1, 2]
+    assert store.last_seq(record.task_id) == 2
+
+
 def test_snapshot_folds_events_and_limits_history(store: TaskStore) -> None:
     record = create(store, uid("owner"))
     move(store, record, TaskState.WORKING, 2)

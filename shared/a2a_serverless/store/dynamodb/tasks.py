@@ -299,18 +299,19 @@ class DynamoDBTaskLog(DynamoDBTable):
     def _append_early_event(
         self, task_id: str, seq: int, event: StreamResponse, event_id: str
     ) -> bool:
+        values: dict[str, Any] = {}
         check: dict[str, Any] = {
             "TableName": self._table,
             "Key": keys.task_key(task_id, keys.HEADER),
+            "ConditionExpression": _header_lacks_event(seq, values),
         }
-        values: dict[str, Any] = {}
-        check["ConditionExpression"] = _header_lacks_event(seq, values)
         if values:
             check["ExpressionAttributeValues"] = values
-        header_check = {"ConditionCheck": check}
         item = keys.event_item(task_id, seq, event, event_id)
         try:
-            self._transact([("header", header_check), ("event", self._put(item, NEW_ITEM))])
+            self._transact(
+                [("header", {"ConditionCheck": check}), ("event", self._put(item, NEW_ITEM))]
+            )
         except ConflictError as conflict:
             if "event" in conflict.failed and event_id:
                 existing = self._get(keys.task_key(task_id, keys.event_sk(seq))) or {}
