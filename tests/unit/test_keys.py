@@ -163,16 +163,20 @@ def test_expired_header_names_only_task_headers() -> None:
         assert keys.expired_header(other) is None, other
 
 
+# A new task's header image (deserialized, as the stream gives it) marked to stand for event 1.
+MARKED_HEADER = {
+    "pk": "T#t1",
+    "sk": "H",
+    "taskId": "t1",
+    "contextId": "c1",
+    "createdAt": "2026-01-02T03:04:05.678Z",
+    keys.FIRST_EVENT: True,
+}
+
+
 def test_a_marked_header_is_the_stream_event_of_its_first_event() -> None:
     """A new task's header marked `e1` stands for event 1: its stream INSERT carries it."""
-    image = {
-        "pk": "T#t1",
-        "sk": "H",
-        "taskId": "t1",
-        "contextId": "c1",
-        "createdAt": "2026-01-02T03:04:05.678Z",
-        keys.FIRST_EVENT: True,
-    }
+    image = dict(MARKED_HEADER)
     task_id, seq, body = keys.stream_event(image) or ("", 0, b"")
     assert (task_id, seq) == ("t1", 1)
     expected = keys.creation_event("t1", "c1", "2026-01-02T03:04:05.678Z")
@@ -207,14 +211,7 @@ def test_a_header_stands_for_exactly_the_creation_status() -> None:
 def test_the_header_update_adding_w1_is_the_stream_event_of_the_first_working_status() -> None:
     from decimal import Decimal
 
-    before = {
-        "pk": "T#t1",
-        "sk": "H",
-        "taskId": "t1",
-        "contextId": "c1",
-        "createdAt": "2026-01-02T03:04:05.678Z",
-        keys.FIRST_EVENT: True,
-    }
+    before = dict(MARKED_HEADER)
     after = {**before, keys.WORKING_SEQ: Decimal(2), keys.WORKING_AT: "2026-01-02T03:04:06.000Z"}
     task_id, seq, body = keys.stream_event(after, before) or ("", 0, b"")
     assert (task_id, seq) == ("t1", 2)

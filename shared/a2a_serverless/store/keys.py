@@ -288,8 +288,12 @@ def working_event(task_id: str, context_id: str, at: str) -> StreamResponse:
     return _status_event(task_id, context_id, TaskState.WORKING, at)
 
 
-def _same_event(event: StreamResponse, derived: StreamResponse) -> bool:
-    return dumps(event.wire()) == dumps(derived.wire())
+def _stands_for(
+    seq: int, wanted_seq: int, event: StreamResponse, derived: tuple[str, str, TaskState, str]
+) -> bool:
+    """Whether `event` at `seq` is exactly the bare status event `derived` (task id, context
+    id, state, timestamp) at `wanted_seq`, on the wire: then a header can stand for it."""
+    return seq == wanted_seq and dumps(event.wire()) == dumps(_status_event(*derived).wire())
 
 
 def stands_for_first_event(
@@ -297,8 +301,8 @@ def stands_for_first_event(
 ) -> bool:
     """Whether a header with these fields can stand for the task's first event (which then
     needs no item): the event is event 1 and exactly its creation status, on the wire."""
-    derived = creation_event(task_id, context_id, created_at)
-    return seq == FIRST_SEQ and _same_event(event, derived)
+    derived = (task_id, context_id, TaskState.SUBMITTED, created_at)
+    return _stands_for(seq, FIRST_SEQ, event, derived)
 
 
 def stands_for_working_event(
@@ -306,7 +310,7 @@ def stands_for_working_event(
 ) -> bool:
     """Whether a header can stand for this event: event 2, a bare WORKING status at `at`
     (the header must stand for event 1 too, which the write's condition checks)."""
-    return seq == WORKING_EVENT_SEQ and _same_event(event, working_event(task_id, context_id, at))
+    return _stands_for(seq, WORKING_EVENT_SEQ, event, (task_id, context_id, TaskState.WORKING, at))
 
 
 def header_events(header: Mapping[str, Any]) -> list[tuple[int, StreamResponse]]:
@@ -396,24 +400,23 @@ def stream_event(
 def _stream_header_event(
     task_id: str, image: Mapping[str, Any], previous: Mapping[str, Any] | None
 ) -> tuple[str, int, bytes] | None:
-    context_id = image.get("contextId")
-    state: TaskState
     if previous is None:  # the task's creation
-        seq: Any = FIRST_SEQ
-        at, state = image.get("createdAt"), TaskState.SUBMITTED
         if image.get(FIRST_EVENT) is not True:
             return None  # its first event is an item of its own
+        seq, at, state = FIRST_SEQ, image.get("createdAt"), TaskState.SUBMITTED
     else:  # an update: the event when it added the first WORKING status
-        seq, at, state = image.get(WORKING_SEQ), image.get(WORKING_AT), TaskState.WORKING
-        if WORKING_SEQ in previous or not isinstance(seq, int | Decimal):
+        added = image.get(WORKING_SEQ)
+        if WORKING_SEQ in previous or not isinstance(added, int | Decimal):
             return None
+        seq, at, state = int(added), image.get(WORKING_AT), TaskState.WORKING
+    context_id = image.get("contextId")
     if not (isinstance(context_id, str) and isinstance(at, str)):
         return None
     try:
         event = _status_event(task_id, context_id, state, at)
     except ValueError:  # not a timestamp: no event to pass on
         return None
-    return task_id, int(seq), dumps(event.wire()).encode()
+    return task_id, seq, dumps(event.wire()).encode()
 
 
 def expired_header(image: Mapping[str, Any]) -> tuple[str, str, str, TaskState] | None:

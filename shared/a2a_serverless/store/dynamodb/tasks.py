@@ -400,20 +400,27 @@ class DynamoDBTaskLog(DynamoDBTable):
             return None
         return (item["taskId"]["S"], item["hash"]["S"])
 
-    def _partition(self, task_id: str, condition: str = "", **values: Any) -> list[dict[str, Any]]:
-        """Every item of a task's partition matching `pk = :pk{condition}`."""
+    def _partition(
+        self,
+        task_id: str,
+        condition: str = "",
+        values: Mapping[str, Any] | None = None,
+        filter: str = "",
+    ) -> list[dict[str, Any]]:
+        """Every item of a task's partition matching `pk = :pk{condition}` (and `filter`),
+        with the expression `values` they name."""
         if not keys.key_fits(keys.task_key(task_id, keys.HEADER)):  # names no task
             return []
+        extra = {"FilterExpression": filter} if filter else {}
         return self._query_all(
             KeyConditionExpression="pk = :pk" + condition,
-            ExpressionAttributeValues={":pk": keys.task_pk(task_id), **values},
+            ExpressionAttributeValues={":pk": keys.task_pk(task_id), **(values or {})},
             ConsistentRead=True,
+            **extra,
         )
 
     def _all_history(self, task_id: str) -> list[dict[str, Any]]:
-        return self._partition(
-            task_id, " AND begins_with(sk, :m)", **{":m": s(keys.HISTORY_PREFIX)}
-        )
+        return self._partition(task_id, " AND begins_with(sk, :m)", {":m": s(keys.HISTORY_PREFIX)})
 
     def _recent_history(self, task_id: str, limit: int) -> list[dict[str, Any]]:
         page = self._db.query(
@@ -436,7 +443,7 @@ class DynamoDBTaskLog(DynamoDBTable):
             history_items = [i for i in items if keys.is_history(i)]
         else:
             # Events sort before the header; history after it.
-            items = self._partition(task_id, " AND sk <= :h", **{":h": s(keys.HEADER)})
+            items = self._partition(task_id, " AND sk <= :h", {":h": s(keys.HEADER)})
             history_items = self._recent_history(task_id, history_length) if history_length else []
         header = next((i for i in items if keys.is_header(i)), None)
         if header is None:
@@ -531,12 +538,13 @@ class DynamoDBTaskLog(DynamoDBTable):
 
     def task_as_of(self, task_id: str, seq: int) -> Task | None:
         """The task as a client that had seen events 1..seq would hold it (no history)."""
-        # Up to the header (which may stand for the first events); the events after `seq`
-        # left out.
+        # Events up to `seq` and the header (which may stand for the first events) in one
+        # Query; later events are filtered out by DynamoDB, not sent and parsed here.
         items = self._partition(
             task_id,
             " AND sk BETWEEN :first AND :last",
-            **{":first": s(keys.event_sk(0)), ":last": s(keys.HEADER)},
+            {":first": s(keys.event_sk(0)), ":last": s(keys.HEADER), ":seq": n(seq)},
+            filter="attribute_not_exists(seq) OR seq <= :seq",
         )
         header = next((i for i in items if keys.is_header(i)), None)
         events = [(keys.seq_of(i), keys.event_of(i)) for i in items if keys.is_event(i)]
