@@ -74,6 +74,7 @@ def create(
     dedupe: Dedupe | None = None,
     push: TaskPushNotificationConfig | None = None,
     task_id: str | None = None,
+    text: str = "hello",
 ) -> TaskRecord:
     task_id = task_id or uid("task")
     status = TaskStatus(state=TaskState.SUBMITTED, timestamp=at)
@@ -82,7 +83,7 @@ def create(
         task_id, context_id, owner, TaskState.SUBMITTED, status, 1, 1, "", {}, {"k": "v"}
     )
     store.create_task(
-        record, message("hello", task_id), status_event(task_id, context_id, status), dedupe, push
+        record, message(text, task_id), status_event(task_id, context_id, status), dedupe, push
     )
     return record
 
@@ -216,6 +217,35 @@ def test_history_append_is_conditional_on_the_count(store: TaskStore) -> None:
     ]
     assert [m.parts[0].text for m in store.read_history(record.task_id, 1)] == ["again"]
     assert store.read_history(record.task_id, 0) == []
+
+
+@pytest.mark.parametrize("first", ["hi", "x" * 3000], ids=["small", "large"])
+def test_history_reads_every_message_however_the_first_is_kept(
+    store: TaskStore, first: str
+) -> None:
+    """A small first message may be kept with the task (keys.with_first_message), a large one
+    apart: every history read gives the same messages either way."""
+    owner = uid("owner")
+    record = create(store, owner, text=first)
+    move(store, record, TaskState.INPUT_REQUIRED, 2, history_message=message("q"), history_index=2)
+    move(store, record, TaskState.WORKING, 3, history_message=message("a"), history_index=3)
+    everything = [first, "q", "a"]
+
+    def texts(messages: list[Message]) -> list[str | None]:
+        return [m.parts[0].text for m in messages]
+
+    for length, expected in [(None, everything), (0, []), (1, ["a"]), (2, ["q", "a"])] + [
+        (n, everything) for n in (3, 4, 50)
+    ]:
+        assert texts(store.read_history(record.task_id, length)) == expected, length
+        snapshot = store.get_snapshot(record.task_id, length)
+        assert snapshot is not None and texts(snapshot.history) == expected, length
+        if length:
+            listed, _ = store.list_tasks(ListQuery(owner))
+            (contents,) = store.read_listed(listed, include_artifacts=False, history_length=length)
+            assert texts(contents.history) == expected, length
+            (contents,) = store.read_listed(listed, include_artifacts=True, history_length=length)
+            assert texts(contents.history) == expected, length
 
 
 def test_events_in_order_and_seq_conflicts(store: TaskStore) -> None:
@@ -459,6 +489,34 @@ def test_expired_tasks_leave_the_counts_once(
     assert store.forget_expired(image) is False  # the stream delivered it again
     assert counts() == (2, 0, 2, 1, 1, 1)
     assert sorted(_ids(store, ListQuery(owner))) == sorted([kept.task_id, elsewhere.task_id])
+
+
+def test_a_context_counts_the_task_that_opened_it(
+    store: TaskStore, expire: Callable[[str], dict[str, Any]]
+) -> None:
+    """A task whose contextId is its own id opened that context (SendMessage names new
+    contexts so): the context's count holds it and the tasks that joined later, for its owner
+    only, and each leaves the count once when TTL removes it."""
+    owner, other = uid("owner"), uid("other")
+    opener_id = uid("task")
+    opener = create(store, owner, opener_id, task_id=opener_id)
+    joined = create(store, owner, opener_id)
+    create(store, other, opener_id)  # another owner's task naming the same context
+    create(store, owner, uid("ctx"))  # another context
+
+    def count(who: str = owner) -> int:
+        return store.count_tasks(ListQuery(who, context_id=opener_id))
+
+    assert (count(), count(other), store.count_tasks(ListQuery(owner))) == (2, 1, 3)
+    assert sorted(_ids(store, ListQuery(owner, context_id=opener_id))) == sorted(
+        [opener.task_id, joined.task_id]
+    )
+    image = expire(opener.task_id)
+    assert store.forget_expired(image) is True
+    assert store.forget_expired(image) is False  # the stream delivered it again
+    assert (count(), count(other), store.count_tasks(ListQuery(owner))) == (1, 1, 2)
+    assert store.forget_expired(expire(joined.task_id)) is True
+    assert (count(), count(other), store.count_tasks(ListQuery(owner))) == (0, 1, 1)
 
 
 def test_listing_pages_with_opaque_tokens(store: TaskStore) -> None:

@@ -102,6 +102,25 @@ def _measure(stack: LocalStack) -> dict[str, Counter[str]]:
     return {name: measured[name] for name in EXPECTED}
 
 
+def test_context_count_is_one_read(local_stack: LocalStack) -> None:
+    """ListTasks by contextId: the page's Query and one BatchGetItem for `totalSize` (the
+    context's counter and the header of the task that opened it; docs/budgets.md)."""
+    alice, bob = A2A(local_stack, "alice"), A2A(local_stack, "bob")
+    opened = alice.send("first", blocking=False).task
+    assert opened["contextId"] == opened["id"]  # a new context is named after its first task
+    context = opened["contextId"]
+    alice.send("second", context_id=context, blocking=False)
+    bob.send("bob's", context_id=context, blocking=False)
+    counter = CallCounter()
+    try:
+        with counter.measure("list") as calls:
+            assert alice.list(contextId=context).json["totalSize"] == 2
+    finally:
+        counter.close()
+    assert dict(calls) == {"Query": 1, "BatchGetItem": 1}
+    assert bob.list(contextId=context).json["totalSize"] == 1
+
+
 def test_dynamodb_call_budgets(local_stack: LocalStack) -> None:
     measured = _measure(local_stack)
     rendered = table(measured)

@@ -22,27 +22,32 @@ SANITIZED = {"nan": None, "inf": None, "ninf": None, "ok": [1.5, "x"]}
 
 
 def plant(stack: LocalStack, task_id: str) -> None:
-    """Odd metadata on the task (header `meta`), its first message (`M#` item) and its
-    artifact's first chunk (`E#` item)."""
+    """Odd metadata on the task (header `meta`), its first message (the header's `m1`, or an
+    `M#` item) and its artifact's first chunk (`E#` item)."""
+
+    def with_odd_metadata(message_json: str) -> str:
+        return message_json[:-1] + ',"metadata":' + ODD_METADATA + "}"
+
     for item in partition(stack, task_id):
         sk = item["sk"]["S"]
+        changes: dict[str, str] = {}
         if sk == "H":
-            name, value = "meta", ODD_METADATA
+            changes["meta"] = ODD_METADATA
+            if "m1" in item:
+                changes["m1"] = with_odd_metadata(item["m1"]["S"])
         elif sk.startswith("M#"):
-            name, value = "msg", item["msg"]["S"][:-1] + ',"metadata":' + ODD_METADATA + "}"
+            changes["msg"] = with_odd_metadata(item["msg"]["S"])
         elif '"text":"Echo: "' in item.get("ev", {}).get("S", ""):
             chunk = '"parts":[{"text":"Echo: "}]'
-            odd = chunk + ',"metadata":' + ODD_METADATA
-            name, value = "ev", item["ev"]["S"].replace(chunk, odd)
-        else:
-            continue
-        ddb().update_item(
-            TableName=table(stack),
-            Key={"pk": item["pk"], "sk": item["sk"]},
-            UpdateExpression="SET #n = :v",
-            ExpressionAttributeNames={"#n": name},
-            ExpressionAttributeValues={":v": {"S": value}},
-        )
+            changes["ev"] = item["ev"]["S"].replace(chunk, chunk + ',"metadata":' + ODD_METADATA)
+        for name, value in changes.items():
+            ddb().update_item(
+                TableName=table(stack),
+                Key={"pk": item["pk"], "sk": item["sk"]},
+                UpdateExpression="SET #n = :v",
+                ExpressionAttributeNames={"#n": name},
+                ExpressionAttributeValues={":v": {"S": value}},
+            )
 
 
 def rpc_call(

@@ -374,7 +374,9 @@ class MessageSender:
         turn: TurnContext,
     ) -> Admitted:
         task_id = str(uuid.uuid4())
-        context_id = message.context_id or str(uuid.uuid4())
+        # A new context is named after the task that opens it: the store counts that task in
+        # its context with no counter write (keys.opens_context).
+        context_id = message.context_id or task_id
         push_config = self._inline_push(config, task_id)
         stored = message.model_copy(update={"task_id": task_id, "context_id": context_id})
         status = TaskStatus(state=TaskState.SUBMITTED, timestamp=utcnow())

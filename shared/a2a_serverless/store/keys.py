@@ -9,8 +9,11 @@ retry records sit in the single table (see template.yaml `TasksTable`):
   marked `e1`, event 1 (the creation status: SUBMITTED at `createdAt`; its stream INSERT is
   the event's); with `w1`/`w1at`, event 2 when it is the first WORKING status (the MODIFY
   that adds them is the event's). Headers without the marks have `E#` items for those events.
+  A small first message is the header's too (`m1`, no `M#000001`; `with_first_message`).
 - `O#{owner}`: the ListTasks counters, `N#{shard}` per owner (all tasks and per state) and
-  `X#{contextId}` per context (all its tasks: written when a task is created or expires only).
+  `X#{contextId}` per context (the tasks that joined it: written when such a task is created
+  or expires only; the task that opened a context, whose id is the context's, counts itself
+  there: `opens_context`).
 - `D#{owner}#{messageId}` / `D`: the SendMessage retry record.
 - `T#{taskId}` / `Z`: the marker that an expired task was taken off the counters (idempotent
   stream consumer); it expires itself a few days later.
@@ -98,6 +101,12 @@ WORKING_AT = "w1at"  # ... at this time
 FIRST_SEQ = 1
 WORKING_EVENT_SEQ = 2
 LAST_HEADER_EVENT_SEQ = WORKING_EVENT_SEQ  # a read from before this may need the header
+# A task's first history message, in its header when both are small (no item of its own: two
+# transaction write units less). Only while the header stays well under 1 KB: every later
+# write of the header is billed per KB of it, so the room left is for what a turn adds (its
+# statuses, the first WORKING's marks, a small flow state).
+FIRST_MESSAGE = "m1"
+INLINE_HEADER_MAX_BYTES = 640
 
 PARTITION_KEY_MAX_BYTES = 2048  # DynamoDB's limits, table and GSI keys alike
 SORT_KEY_MAX_BYTES = 1024
@@ -195,6 +204,9 @@ def history_sk(index: int) -> str:
     return f"{HISTORY_PREFIX}{index:06d}"
 
 
+LAST_HISTORY_SK = history_sk(999_999)
+
+
 def task_key(task_id: str, sk: str) -> dict[str, Any]:
     return {"pk": task_pk(task_id), "sk": s(sk)}
 
@@ -213,6 +225,15 @@ def owner_pk(owner: str) -> dict[str, str]:
 
 def context_counter_sk(context_id: str) -> str:
     return f"{CONTEXT_COUNTER_PREFIX}{context_id}"
+
+
+def opens_context(task_id: str, context_id: str) -> bool:
+    """Whether the task opened its context: SendMessage names a new context after the task it
+    creates, so its contextId is its own id. Such a task counts itself in its context (its
+    header is the count's second half, see DynamoDBListing.count_tasks) and its context's
+    counter item counts only the tasks that joined later: most contexts hold one task, and
+    their creation writes no counter item for them (2 transaction WRU)."""
+    return task_id == context_id
 
 
 def state_counter(state: TaskState) -> str:
@@ -260,6 +281,41 @@ def event_item(task_id: str, seq: int, event: StreamResponse, event_id: str = ""
 
 def history_item(task_id: str, index: int, message: Message) -> dict[str, Any]:
     return {**task_key(task_id, history_sk(index)), "msg": s(dumps(message.wire()))}
+
+
+def item_bytes(item: Mapping[str, Any]) -> int:
+    """DynamoDB's size of a flat item (strings, numbers, booleans): names plus values, a
+    number ~1 byte per two digits."""
+
+    def value_bytes(value: Mapping[str, Any]) -> int:
+        ((kind, data),) = value.items()
+        if kind == "S":
+            return utf8_size(data)
+        if kind == "N":
+            return len(data) // 2 + 1
+        return 1
+
+    return sum(utf8_size(name) + value_bytes(value) for name, value in item.items())
+
+
+def with_first_message(header: dict[str, Any], message: Message) -> bool:
+    """Put the task's first message in its header when the header stays small enough
+    (INLINE_HEADER_MAX_BYTES); False: it needs an item of its own."""
+    inlined = {**header, FIRST_MESSAGE: s(dumps(message.wire()))}
+    if item_bytes(inlined) > INLINE_HEADER_MAX_BYTES:
+        return False
+    header[FIRST_MESSAGE] = inlined[FIRST_MESSAGE]
+    return True
+
+
+def history_of(header: Mapping[str, Any] | None, items: list[dict[str, Any]]) -> list[Message]:
+    """A task's history messages, in order, from its header (which may hold the first) and
+    its history items (any order; other items are ignored)."""
+    found = sorted((i for i in items if is_history(i)), key=lambda i: str(i["sk"]["S"]))
+    messages = [message_of(i) for i in found]
+    if header is not None and FIRST_MESSAGE in header:
+        messages.insert(0, Message.model_validate_json(header[FIRST_MESSAGE]["S"]))
+    return messages
 
 
 def push_item(config: TaskPushNotificationConfig) -> dict[str, Any]:

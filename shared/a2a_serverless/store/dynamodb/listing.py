@@ -1,5 +1,6 @@
 """ListTasks on DynamoDB: pages of an owner's tasks from the sparse owner index, exact counts
-from the counters the task log maintains (or a COUNT query on the index range)."""
+from the counters the task log maintains (with, for a context, the header of the task that
+opened it), or a COUNT query on the index range."""
 
 from __future__ import annotations
 
@@ -85,9 +86,13 @@ class DynamoDBTaskListing(DynamoDBTable):
         header's `statusSeq` (events are numbered 1, 2, ... without gaps), asked for with the
         history, plus probes for events after the last status change.
 
+        A task's first message may be its header's (`keys.with_first_message`): when the
+        history wanted starts there, the header is asked for with it.
+
         Calls: one BatchGetItem per 100 keys per round; rounds: one for history and headers,
         one for the events, and one more per doubling of a window that came back full."""
         wanted: list[dict[str, Any]] = []
+        from_first: set[str] = set()  # tasks whose wanted history starts at the first message
         for record in records:
             if history_length > 0:
                 first = max(1, record.history_count - history_length + 1)
@@ -95,7 +100,9 @@ class DynamoDBTaskListing(DynamoDBTable):
                     keys.task_key(record.task_id, keys.history_sk(i))
                     for i in range(first, record.history_count + 1)
                 ]
-            if include_artifacts:
+                if first == 1:
+                    from_first.add(record.task_id)  # which the header may hold
+            if include_artifacts or record.task_id in from_first:
                 wanted.append(keys.task_key(record.task_id, keys.HEADER))
         by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for item in self._batch_get(wanted):
@@ -106,12 +113,11 @@ class DynamoDBTaskListing(DynamoDBTable):
         contents = []
         for record in records:
             items = by_task[keys.task_pk(record.task_id)["S"]]
-            history = sorted((i for i in items if keys.is_history(i)), key=lambda i: i["sk"]["S"])
+            header = next((i for i in items if keys.is_header(i)), None)
+            history = keys.history_of(header if record.task_id in from_first else None, items)
             chunks = sorted(events[record.task_id], key=keys.seq_of)
             _, artifacts = fold_events(keys.event_of(i) for i in chunks if _is_artifact(i))
-            contents.append(
-                ListedContents(artifacts=artifacts, history=[keys.message_of(i) for i in history])
-            )
+            contents.append(ListedContents(artifacts=artifacts, history=history))
         return contents
 
     def _listed_events(
@@ -161,11 +167,7 @@ class DynamoDBTaskListing(DynamoDBTable):
             pages = self._pages(Select="COUNT", **self._list_kwargs(query))
             return sum(page.get("Count", 0) for page in pages)
         if query.context_id is not None:
-            counter = {
-                "pk": keys.owner_pk(query.owner),
-                "sk": s(keys.context_counter_sk(query.context_id)),
-            }
-            return max(0, int((self._get(counter) or {}).get("all", {"N": "0"})["N"]))
+            return self._count_context(query.owner, query.context_id)
         name = "all" if query.state is None else keys.state_counter(query.state)
         shards = self._query_all(
             KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
@@ -176,6 +178,19 @@ class DynamoDBTaskListing(DynamoDBTable):
             ConsistentRead=True,
         )
         return max(0, sum(int(i.get(name, {"N": "0"})["N"]) for i in shards))
+
+    def _count_context(self, owner: str, context_id: str) -> int:
+        """The context's counter (the tasks that joined it) and, when it is the caller's, the
+        task that opened it (`keys.opens_context`: its id is the context's), in one read."""
+        counter_key = {"pk": keys.owner_pk(owner), "sk": s(keys.context_counter_sk(context_id))}
+        opener_key = keys.task_key(context_id, keys.HEADER)
+        joined, opened = 0, 0
+        for item in self._batch_get([counter_key, opener_key]):
+            if item["pk"] == counter_key["pk"]:
+                joined = int(item.get("all", {"N": "0"})["N"])
+            elif item.get("owner") == s(owner) and item.get("contextId") == s(context_id):
+                opened = 1
+        return max(0, joined) + opened
 
 
 def _is_artifact(item: dict[str, Any]) -> bool:

@@ -78,7 +78,8 @@ class DynamoDBTaskLog(DynamoDBTable):
         self, owner: str, context_id: str | None, add: dict[str, int]
     ) -> list[tuple[str, dict[str, Any]]]:
         """ADD `add` to one random shard of the owner's counters and, when `context_id` is
-        given (a task created or expired), its `all` to the context's counter.
+        given (a task created or expired that joined an existing context), its `all` to the
+        context's counter.
 
         Shards spread the owner's hot item (every transition of every task of that owner
         touches it) so concurrent transactions rarely conflict. A state change touches the
@@ -125,7 +126,8 @@ class DynamoDBTaskLog(DynamoDBTable):
         push_config: TaskPushNotificationConfig | None = None,
     ) -> None:
         """Header, first history message and counters in one transaction; the first event
-        too unless the header stands for it (the creation status, as SendMessage makes it)."""
+        too unless the header stands for it (the creation status, as SendMessage makes it);
+        the message is the header's when both are small (`keys.with_first_message`)."""
         status_ts = format_timestamp(record.status.timestamp or datetime.now(UTC))
         header: dict[str, Any] = {
             **keys.task_key(record.task_id, keys.HEADER),
@@ -154,13 +156,16 @@ class DynamoDBTaskLog(DynamoDBTable):
         else:
             item = keys.event_item(record.task_id, record.status_seq, event)
             first.append(("event", self._put(item, NEW_ITEM)))
+        if not keys.with_first_message(header, message):
+            first.append(("history", self._put(keys.history_item(record.task_id, 1, message))))
         counts = {"all": 1, keys.state_counter(record.state): 1}
         self._transact(
             [
                 ("header", self._put(header, NEW_ITEM)),
-                ("history", self._put(keys.history_item(record.task_id, 1, message))),
                 *first,
-                *self._counter_updates(record.owner, record.context_id, counts),
+                *self._counter_updates(
+                    record.owner, _joined(record.task_id, record.context_id), counts
+                ),
                 *self._optional_puts(record.task_id, dedupe, push_config),
             ]
         )
@@ -378,7 +383,7 @@ class DynamoDBTaskLog(DynamoDBTable):
             self._transact(
                 [
                     ("expired", {"Update": marker}),
-                    *self._counter_updates(owner, context_id, counts),
+                    *self._counter_updates(owner, _joined(task_id, context_id), counts),
                 ]
             )
         except ConflictError:
@@ -419,35 +424,52 @@ class DynamoDBTaskLog(DynamoDBTable):
             **extra,
         )
 
-    def _all_history(self, task_id: str) -> list[dict[str, Any]]:
-        return self._partition(task_id, " AND begins_with(sk, :m)", {":m": s(keys.HISTORY_PREFIX)})
-
-    def _recent_history(self, task_id: str, limit: int) -> list[dict[str, Any]]:
-        page = self._db.query(
-            TableName=self._table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :m)",
-            ExpressionAttributeValues={
+    def _history(
+        self, task_id: str, limit: int | None, header: dict[str, Any] | None = None
+    ) -> list[Message]:
+        """The last `limit` history messages (all: None), oldest first. The header may hold
+        the first message: unless it is given, one Query reads it with the history items
+        after it (nothing sorts between them), newest first when limited, so that the header
+        is reached only when fewer than `limit` items are, i.e. when the first message is
+        wanted."""
+        if not keys.key_fits(keys.task_key(task_id, keys.HEADER)):  # names no task
+            return []
+        first = keys.history_sk(1) if header is not None else keys.HEADER
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :from AND :to",
+            "ExpressionAttributeValues": {
                 ":pk": keys.task_pk(task_id),
-                ":m": s(keys.HISTORY_PREFIX),
+                ":from": s(first),
+                ":to": s(keys.LAST_HISTORY_SK),
             },
-            ScanIndexForward=False,
-            Limit=limit,
-            ConsistentRead=True,
-        )
-        return list(reversed(page.get("Items", [])))
+            "ConsistentRead": True,
+        }
+        if limit is None:
+            items = self._query_all(**kwargs)
+        else:
+            page = self._db.query(
+                TableName=self._table, ScanIndexForward=False, Limit=limit, **kwargs
+            )
+            items = page.get("Items", [])
+        if header is None:
+            header = next((i for i in items if keys.is_header(i)), None)
+        messages = keys.history_of(header, items)
+        return messages if limit is None else messages[max(0, len(messages) - limit) :]
 
     def get_snapshot(self, task_id: str, history_length: int | None) -> TaskSnapshot | None:
         """Header, events and (recent) history. One query when all history is wanted."""
         if history_length is None:
             items = self._partition(task_id)
-            history_items = [i for i in items if keys.is_history(i)]
         else:
             # Events sort before the header; history after it.
             items = self._partition(task_id, " AND sk <= :h", {":h": s(keys.HEADER)})
-            history_items = self._recent_history(task_id, history_length) if history_length else []
         header = next((i for i in items if keys.is_header(i)), None)
         if header is None:
             return None
+        if history_length is None:
+            history = keys.history_of(header, items)
+        else:
+            history = self._history(task_id, history_length, header) if history_length else []
         record = _record_of(header)
         event_items = [i for i in items if keys.is_event(i)]
         logged = [(keys.seq_of(i), keys.event_of(i)) for i in event_items]
@@ -457,20 +479,13 @@ class DynamoDBTaskLog(DynamoDBTable):
             record=record,
             status=status or record.status,
             artifacts=artifacts,
-            history=[keys.message_of(i) for i in history_items],
+            history=history,
             seq=events[-1][0] if events else 0,
             event_ids=frozenset(filter(None, map(keys.event_id_of, event_items))),
         )
 
     def read_history(self, task_id: str, history_length: int | None) -> list[Message]:
-        if history_length == 0:
-            return []
-        items = (
-            self._all_history(task_id)
-            if history_length is None
-            else self._recent_history(task_id, history_length)
-        )
-        return [keys.message_of(i) for i in items]
+        return self._history(task_id, history_length) if history_length != 0 else []
 
     def read_artifacts(self, task_id: str) -> list[Artifact]:
         items = self._query_all(
@@ -560,6 +575,12 @@ class DynamoDBTaskLog(DynamoDBTable):
                     return keys.dumps(event.wire()).encode()
         item = self._get(keys.task_key(task_id, keys.event_sk(seq)))
         return item[keys.EVENT_JSON]["S"].encode() if item else None
+
+
+def _joined(task_id: str, context_id: str) -> str | None:
+    """The context whose counter counts this task: none when the task opened it (its header
+    counts it, `keys.opens_context`)."""
+    return None if keys.opens_context(task_id, context_id) else context_id
 
 
 def _header_lacks_event(seq: int, values: dict[str, Any]) -> str:
