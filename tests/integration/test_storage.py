@@ -93,6 +93,20 @@ def test_a_tasks_header_stands_for_its_first_two_events(
     assert log[1] == (2, {"statusUpdate": status("TASK_STATE_WORKING", header["w1at"]["S"])})
 
 
+def test_a_small_first_message_is_the_headers(local_stack: LocalStack, alice: A2A) -> None:
+    """The first message has no item of its own (two transaction write units less) when the
+    header with it stays within keys.INLINE_HEADER_MAX_BYTES; a larger one is an `M#` item and
+    leaves the header as small as before. Either way it is the task's history[0]."""
+    big = "words " * 200
+    small, large = alice.send("hi").task["id"], alice.send(big).task["id"]
+    wait_idle(local_stack)
+    for task_id, text, inline in [(small, "hi", True), (large, big, False)]:
+        stored = {item["sk"]["S"]: item for item in partition(local_stack, task_id)}
+        assert ("m1" in stored["H"], "M#000001" in stored) == (inline, not inline), task_id
+        assert item_size(stored["H"]) < 1024  # after the turn too: later writes stay 1 KB
+        assert alice.get(task_id).json["history"][0]["parts"][0]["text"] == text
+
+
 def test_owner_counter_items_expire(local_stack: LocalStack, alice: A2A) -> None:
     alice.send("plain", context_id="ctx-one")
     counters = [i for i in scan(local_stack) if i["pk"]["S"].startswith("O#")]

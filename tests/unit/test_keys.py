@@ -225,3 +225,24 @@ def test_the_header_update_adding_w1_is_the_stream_event_of_the_first_working_st
     item = {"pk": "T#t1", "sk": "E#0000000003", "ev": "{}"}
     assert keys.stream_event(item, item) is None
     assert keys.stream_event(item) == ("t1", 3, b"{}")
+
+
+def test_the_first_message_is_the_headers_up_to_the_size_bound() -> None:
+    """`with_first_message` keeps the header within INLINE_HEADER_MAX_BYTES (DynamoDB's item
+    size: names plus values); a message one byte larger stays an item of its own."""
+    from a2a_serverless.models import Message, Part
+
+    def message(text: str) -> Message:
+        return Message(message_id="m", role="user", parts=[Part(text=text)])
+
+    base = {"pk": keys.s("T#t"), "sk": keys.s("H"), "hcount": keys.n(1)}
+    room = keys.INLINE_HEADER_MAX_BYTES - keys.item_bytes(
+        {**base, keys.FIRST_MESSAGE: keys.s(keys.dumps(message("").wire()))}
+    )
+    fits, header = message("é" * (room // 2)), dict(base)  # 2 bytes a character
+    assert keys.with_first_message(header, fits) and keys.FIRST_MESSAGE in header
+    assert keys.item_bytes(header) <= keys.INLINE_HEADER_MAX_BYTES
+    assert keys.history_of(header, []) == [fits]
+    over, header = message("é" * (room // 2) + "x" * (room % 2 + 1)), dict(base)
+    assert not keys.with_first_message(header, over) and header == base
+    assert keys.item_bytes(base) == (2 + 3) + (2 + 1) + (6 + 2)  # names + values; N "1": 2

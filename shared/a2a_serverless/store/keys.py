@@ -285,14 +285,14 @@ def history_item(task_id: str, index: int, message: Message) -> dict[str, Any]:
 
 def item_bytes(item: Mapping[str, Any]) -> int:
     """DynamoDB's size of a flat item (strings, numbers, booleans): names plus values, a
-    number ~1 byte per two digits."""
+    number 1 byte per two digits (rounded up) + 1 (no fewer bytes than DynamoDB counts)."""
 
     def value_bytes(value: Mapping[str, Any]) -> int:
         ((kind, data),) = value.items()
         if kind == "S":
             return utf8_size(data)
         if kind == "N":
-            return len(data) // 2 + 1
+            return (len(data) + 1) // 2 + 1
         return 1
 
     return sum(utf8_size(name) + value_bytes(value) for name, value in item.items())
