@@ -369,15 +369,24 @@ def stands_for_working_event(
     return _stands_for(seq, WORKING_EVENT_SEQ, event, (task_id, context_id, TaskState.WORKING, at))
 
 
+def header_seqs(header: Mapping[str, Any]) -> list[int]:
+    """The seqs of the events a header stands for, in order (its marks alone: `e1`, `w1` with
+    `w1at`)."""
+    seqs = [FIRST_SEQ] if FIRST_EVENT in header else []
+    if WORKING_SEQ in header and WORKING_AT in header:
+        seqs.append(int(header[WORKING_SEQ]["N"]))
+    return seqs
+
+
 def header_events(header: Mapping[str, Any]) -> list[tuple[int, StreamResponse]]:
     """(seq, event) of the events a header stands for (they have no items), in order."""
     task_id, context_id = header["taskId"]["S"], header["contextId"]["S"]
     events = []
-    if FIRST_EVENT in header:
-        events.append((FIRST_SEQ, creation_event(task_id, context_id, header["createdAt"]["S"])))
-    if WORKING_SEQ in header and WORKING_AT in header:
-        working = working_event(task_id, context_id, header[WORKING_AT]["S"])
-        events.append((int(header[WORKING_SEQ]["N"]), working))
+    for seq in header_seqs(header):  # `w1` is only ever 2
+        if seq == FIRST_SEQ:
+            events.append((seq, creation_event(task_id, context_id, header["createdAt"]["S"])))
+        else:
+            events.append((seq, working_event(task_id, context_id, header[WORKING_AT]["S"])))
     return events
 
 

@@ -273,7 +273,7 @@ class DynamoDBTaskLog(DynamoDBTable):
 
     def _header_holds(self, task_id: str, seq: int) -> bool:
         header = self._get(keys.task_key(task_id, keys.HEADER))
-        return header is not None and any(held == seq for held, _ in keys.header_events(header))
+        return header is not None and seq in keys.header_seqs(header)
 
     def append_event(
         self, task_id: str, seq: int, event: StreamResponse, event_id: str = ""
@@ -540,15 +540,14 @@ class DynamoDBTaskLog(DynamoDBTable):
             ScanIndexForward=False,
             Limit=2,
             ConsistentRead=True,
-            ProjectionExpression=f"sk, seq, {keys.FIRST_EVENT}, {keys.WORKING_SEQ}",
+            ProjectionExpression=(
+                f"sk, seq, {keys.FIRST_EVENT}, {keys.WORKING_SEQ}, {keys.WORKING_AT}"
+            ),
         )
         items = page.get("Items", [])
         seqs = [keys.seq_of(i) for i in items if keys.is_event(i)]
         for header in (i for i in items if keys.is_header(i)):
-            if keys.WORKING_SEQ in header:
-                seqs.append(int(header[keys.WORKING_SEQ]["N"]))
-            if keys.FIRST_EVENT in header:
-                seqs.append(keys.FIRST_SEQ)
+            seqs += keys.header_seqs(header)
         return max(seqs, default=0)
 
     def task_as_of(self, task_id: str, seq: int) -> Task | None:
