@@ -7,16 +7,18 @@ import base64
 import itertools
 import json
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 
+from a2a_serverless import wiring
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.models import TaskState
 from a2a_serverless.store import ListQuery, TaskStore
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
-from tests.contract.cases import chunk, create, message, move, uid
+from tests.contract.cases import T0, chunk, create, message, move, uid
 from tests.fakes import InMemoryTaskStore
 from tests.integration.harness import (
     A2A,
@@ -89,6 +91,32 @@ def test_list_tasks_matches_brute_force(local_stack: LocalStack, alice: A2A) -> 
             assert "history" not in got and "artifacts" not in got
         stamps = [t["status"]["timestamp"] for t in listed]
         assert stamps == sorted(stamps, reverse=True), label
+
+    # A filtered page reads a bounded number of index entries: with a budget of 3, most
+    # filtered pages stop short (some empty) with a token, and paging on gives the same answer.
+    store = wiring.get_store()
+    store.filtered_page_max_examined = 3
+    try:
+        short_pages = 0
+        filters = itertools.product([None, CONTEXTS[0], "ctx-none"], [None, *STATES])
+        for context_id, state in filters:
+            if context_id is None and state is None:
+                continue
+            expected_ids = [
+                t["id"]
+                for t in ordered
+                if (context_id is None or t["contextId"] == context_id)
+                and (state is None or t["status"]["state"] == state)
+            ]
+            query = {"contextId": context_id, "status": state}
+            listed, total = alice.list_all(page_size=2, **query)
+            assert [t["id"] for t in listed] == expected_ids, query
+            assert total == len(expected_ids), query
+            first = alice.list(pageSize=2, **query).json
+            short_pages += len(first.get("tasks", [])) < 2 and bool(first["nextPageToken"])
+        assert short_pages > 0  # the budget did cut pages short
+    finally:
+        del store.filtered_page_max_examined
 
     # The liberal spelling of a state filter, and includeArtifacts / historyLength.
     short = alice.list(status="input-required", pageSize=100).json
@@ -271,3 +299,46 @@ def test_trailing_slash_lists_like_tasks(local_stack: LocalStack, alice: A2A) ->
     direct = invoke_mangum(local_stack.handler_for("ListTasksFunction"), event)
     assert direct.status == 200, direct.body
     assert [t["id"] for t in direct.json["tasks"]] == [task_id]
+
+
+# -- a filtered page reads a bounded part of the owner's index -------------------------------
+
+
+def test_a_filtered_page_examines_a_bounded_number_of_entries(local_stack: LocalStack) -> None:
+    """An owner whose one task of a context is the oldest of many: each page of that context
+    stops within its budget of index entries (a few Query calls of growing Limit, not one per
+    `pageSize` entries to the end), returns a token where it stopped, and paging on finds the
+    task. An unfiltered page is one Query, as before."""
+    client = ddb()
+    store = DynamoDBTaskStore(client, local_stack.env["TABLE_NAME"])
+    store.filtered_page_max_examined = 40
+    owner = uid("owner")
+    wanted = create(store, owner, context_id="rare", at=T0)
+    for i in range(100):
+        create(store, owner, context_id="common", at=T0 + timedelta(seconds=i + 1))
+    calls: list[dict[str, Any]] = []
+
+    def on_call(params: dict[str, Any], **_: Any) -> None:
+        calls.append(dict(params))
+
+    client.meta.events.register("before-parameter-build.dynamodb.Query", on_call)
+    try:
+        pages: list[tuple[list[str], int]] = []
+        token = None
+        while True:
+            calls.clear()
+            records, token = store.list_tasks(
+                ListQuery(owner=owner, context_id="rare", page_size=1, page_token=token)
+            )
+            pages.append(([r.task_id for r in records], len(calls)))
+            assert [c["Limit"] for c in calls][:3] == [2, 8, 30][: len(calls)]
+            if token is None:
+                break
+        calls.clear()
+        everything, _ = store.list_tasks(ListQuery(owner=owner, page_size=50))
+        unfiltered_calls = len(calls)
+    finally:
+        client.meta.events.unregister("before-parameter-build.dynamodb.Query", on_call)
+    # 101 entries, 40 a page: two empty pages with tokens, then the task (the last page).
+    assert pages == [([], 3), ([], 3), ([wanted.task_id], 3)], pages
+    assert len(everything) == 50 and unfiltered_calls == 1

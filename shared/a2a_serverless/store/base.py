@@ -195,7 +195,9 @@ class TaskListing(Protocol):
 
     def list_tasks(self, query: ListQuery) -> tuple[list[TaskRecord], str | None]:
         """One page and the token of the next (None on the last page); raises
-        InvalidPageToken for a token this store did not issue."""
+        InvalidPageToken for a token this store did not issue. A page may be shorter than
+        `page_size`, even empty, and still have a next one: a store may bound what one page
+        reads (a filter that few of an owner's tasks pass); paging on finds the rest."""
         ...
 
     def count_tasks(self, query: ListQuery) -> int: ...

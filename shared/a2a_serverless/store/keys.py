@@ -554,6 +554,12 @@ def cursor_of(item: Mapping[str, Any]) -> dict[str, str]:
     return {"k": item[INDEX_SORT]["S"], "id": item["taskId"]["S"]}
 
 
+def cursor_of_key(key: Mapping[str, Any]) -> dict[str, str]:
+    """The index position of an owner-index Query's LastEvaluatedKey (the table's and the
+    index's key attributes of the last entry it examined)."""
+    return {"k": key[INDEX_SORT]["S"], "id": key["pk"]["S"].removeprefix(TASK_PREFIX)}
+
+
 def encode_page_token(cursor: Mapping[str, str]) -> str:
     raw = json.dumps(dict(cursor), separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")

@@ -30,6 +30,13 @@ SETTLED_PROBE = 1
 class DynamoDBTaskListing(DynamoDBTable):
     """The TaskListing on the table."""
 
+    # Index entries a filtered page may examine (contextId and status are filters on the
+    # owner's index): an owner with a million tasks listing one context must not hold a
+    # function for minutes, past API Gateway's 29 s, reading them all. When the budget runs
+    # out first, the page is short (possibly empty) and its token resumes where the read
+    # stopped (spec-wise a cursor like any other). 10,000 entries: ~1.5-3 MB, ~6 Query calls.
+    filtered_page_max_examined = 10_000
+
     def _list_kwargs(self, query: ListQuery) -> dict[str, Any]:
         """The owner's index range (after `status_after`), context and state as filters: one
         index keeps each status change at one index move (a delete and a put) instead of one
@@ -64,19 +71,45 @@ class DynamoDBTaskListing(DynamoDBTable):
             cursor = keys.decode_page_token(query.page_token)
             kwargs["ExclusiveStartKey"] = keys.start_key(query, cursor)
         want = query.page_size + 1  # one more tells whether another page exists
-        items: list[dict[str, Any]] = []
-        for page in self._pages(
-            ScanIndexForward=False, PaginationConfig={"MaxItems": want, "PageSize": want}, **kwargs
-        ):
-            items.extend(page.get("Items", []))
+        items, stopped_at = self._read_page(kwargs, want)
         page_items = items[: query.page_size]
         token = None
         if len(items) > query.page_size and page_items:
             token = keys.encode_page_token(keys.cursor_of(page_items[-1]))
+        elif stopped_at is not None:  # the budget ran out before the page was full
+            token = keys.encode_page_token(keys.cursor_of_key(stopped_at))
         records = [keys.record_of(i) for i in page_items]
         for record, item in zip(records, page_items, strict=True):
             record.page_cursor = keys.encode_page_token(keys.cursor_of(item))
         return records, token
+
+    def _read_page(
+        self, kwargs: dict[str, Any], want: int
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """Up to `want` index entries that pass the filters, newest first, and the key the
+        read stopped at when `filtered_page_max_examined` ran out first (else None).
+
+        `Limit` counts entries examined, before the filter: the first Query asks for `want`
+        (an unfiltered page, or a filter most entries pass, needs no more), each later one for
+        four times as many (a selective filter reaches the budget in a few calls, not
+        thousands of `want`-sized ones), DynamoDB's 1 MB per call aside."""
+        items: list[dict[str, Any]] = []
+        examined = 0
+        limit = want
+        while True:
+            response = self._db.query(
+                TableName=self._table, ScanIndexForward=False, Limit=limit, **kwargs
+            )
+            items.extend(response.get("Items", []))
+            examined += response.get("ScannedCount", 0)
+            last = response.get("LastEvaluatedKey")
+            if len(items) >= want or last is None:
+                return items, None
+            remaining = self.filtered_page_max_examined - examined
+            if remaining <= 0:
+                return items, last
+            kwargs = {**kwargs, "ExclusiveStartKey": last}
+            limit = min(limit * 4, remaining)
 
     def read_listed(
         self, records: list[TaskRecord], include_artifacts: bool, history_length: int
