@@ -1,6 +1,7 @@
-"""moto_patches.indexed_queries: a Query reads the partition its key condition names, with the
-results moto itself gives (same items, order, pages), after puts, updates, deletes and
-transactions. Counts, not times: how many items a query looks at."""
+"""moto_patches.indexed_queries (and index_projections_direct): a Query reads the partition
+its key condition names, with the results moto itself gives (same items, order, pages), after
+puts, updates, deletes and transactions, whatever the index projects. Counts, not times: how
+many items a query looks at."""
 
 from __future__ import annotations
 
@@ -18,8 +19,20 @@ from a2a_serverless.local import moto_patches
 TABLE = "speed"
 
 
+PROJECTIONS = [
+    {"ProjectionType": "ALL"},
+    {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["n"]},
+    {"ProjectionType": "KEYS_ONLY"},
+]
+
+
+@pytest.fixture(params=[p["ProjectionType"] for p in PROJECTIONS])
+def projection(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return next(p for p in PROJECTIONS if p["ProjectionType"] == request.param)
+
+
 @pytest.fixture
-def db() -> Iterator[Any]:
+def db(projection: dict[str, Any]) -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         client.create_table(
@@ -39,7 +52,7 @@ def db() -> Iterator[Any]:
                         {"AttributeName": "g1pk", "KeyType": "HASH"},
                         {"AttributeName": "gsk", "KeyType": "RANGE"},
                     ],
-                    "Projection": {"ProjectionType": "ALL"},
+                    "Projection": projection,
                 }
             ],
         )
@@ -51,6 +64,7 @@ def _fill(client: Any, rng: random.Random) -> None:
     index entries, deletes, and a transaction."""
     for i in range(400):
         item = {"pk": {"S": f"T#{i % 40}"}, "sk": {"S": f"E#{i:04d}"}, "n": {"N": str(i)}}
+        item["x"] = {"M": {"kept": {"BOOL": i % 2 == 0}}}  # not in the INCLUDE projection
         if rng.random() < 0.6:
             item["g1pk"] = {"S": f"O#{rng.randrange(5)}"}
             item["gsk"] = {"S": f"{rng.randrange(1000):04d}"}
@@ -134,6 +148,8 @@ def _all_pages(client: Any, query: dict[str, Any], page: int) -> list[list[dict[
 
 
 def test_indexed_queries_answer_as_moto_does(db: Any) -> None:
+    """Also with the entries after a page's start key handed over alone (`_after_start`) and
+    index projections taken directly (`index_projections_direct`), for every projection."""
     _fill(db, random.Random(7))
     expected = {
         (i, page): _all_pages(db, q, page) for i, q in enumerate(QUERIES) for page in (3, 50)
@@ -141,6 +157,7 @@ def test_indexed_queries_answer_as_moto_does(db: Any) -> None:
     assert any(len(pages) > 2 for pages in expected.values())  # paging is exercised
     patches = moto_patches.Patches()
     moto_patches.indexed_queries(patches)
+    moto_patches.index_projections_direct(patches)
     try:
         got = {
             (i, page): _all_pages(db, q, page) for i, q in enumerate(QUERIES) for page in (3, 50)

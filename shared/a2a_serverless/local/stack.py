@@ -235,6 +235,7 @@ class LocalStack:
         moto_patches.cheap_transactions(self._patches)
         moto_patches.transaction_placeholders_checked(self._patches)
         moto_patches.indexed_queries(self._patches)
+        moto_patches.index_projections_direct(self._patches)
         moto_patches.quick_response_values(self._patches)
         moto_patches.parsed_definitions_kept(self._patches)
         moto_patches.parsed_json_paths_kept(self._patches)
