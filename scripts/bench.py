@@ -1140,6 +1140,8 @@ LOCAL_KEYS = (
     "stream_p95_ms_8_streams",
     "sdk_inmemory_tasks_per_second",
     "ratio_vs_sdk_inmemory",
+    "list_p50_ms_5000_stored",
+    "list_filtered_p50_ms_5000_stored",
 )
 
 

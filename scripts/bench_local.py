@@ -16,6 +16,10 @@ server process's CPU or GIL):
 - blocking_send_p50_ms: one client, blocking echo sends, median latency.
 - stream_p95_ms_8_streams: 8 concurrent `POST /message:stream`, a flow emitting a chunk every
   100 ms stamped with its emit time (`metadata.emittedAt`); p95 of receive - emit.
+- list_p50_ms_5000_stored / list_filtered_p50_ms_5000_stored: `GET /tasks?pageSize=50`, and
+  the same filtered by the context of a task older than every stored one (its page examines
+  the owner's whole index, up to the store's budget: the worst case of a filter), with the
+  `stored` tasks in the table (first pair); median latency.
 - sdk_inmemory_tasks_per_second: the first figure's workload against an a2a-sdk server
   (DefaultRequestHandler, InMemoryTaskStore, an echo AgentExecutor, its REST routes) served
   by uvicorn in a thread of this process, its clients in their own process likewise, and
@@ -231,10 +235,26 @@ async def _stream_p95_ms(url: str, streams: int, headers: dict[str, str]) -> flo
     return percentile([lag for lags in results for lag in lags], 0.95) * 1000
 
 
+async def _list_p50_ms(
+    url: str, samples: int, headers: dict[str, str], query: dict[str, Any]
+) -> float:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as client:
+        times = []
+        for _ in range(samples):
+            start = time.perf_counter()
+            response = await client.get("/tasks", params=query)
+            times.append(time.perf_counter() - start)
+            response.raise_for_status()
+        return statistics.median(times) * 1000
+
+
 WORKLOADS: dict[str, Callable[..., Coroutine[Any, Any, float]]] = {
     "non_blocking": _non_blocking_rate,
     "blocking": _blocking_p50_ms,
     "streams": _stream_p95_ms,
+    "list": _list_p50_ms,
 }
 
 
@@ -266,6 +286,16 @@ def _client_main(request: str) -> int:
 
 
 # -- stored tasks -----------------------------------------------------------------------------
+
+
+def _send(url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """One blocking echo task (its Task)."""
+    import httpx
+
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+        response = client.post("/message:send", json=_message("a task before the stored ones"))
+        response.raise_for_status()
+        return dict(response.json()["task"])
 
 
 def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str) -> list[Any]:
@@ -457,10 +487,23 @@ def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> 
         # Pairs of runs, without and with the stored tasks (preloaded, then taken out again):
         # one pair swung 0.74-1.62 between runs of the same code on this shared machine.
         empties, ratios = [], []
-        for _ in range(1 if quick else PAIRS):
+        for pair in range(1 if quick else PAIRS):
             empty = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
+            if pair == 0:
+                oldest_context = _send(url, headers)["contextId"]
             keys = preload(stack, stored, headers, url)
             full = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
+            if pair == 0:
+                figures["list_p50_ms_5000_stored"] = run(
+                    "list", url, samples=5, headers=headers, query={"pageSize": 50}
+                )
+                figures["list_filtered_p50_ms_5000_stored"] = run(
+                    "list",
+                    url,
+                    samples=3,
+                    headers=headers,
+                    query={"pageSize": 50, "contextId": oldest_context},
+                )
             unload(stack, keys)
             empties.append(empty)
             ratios.append(full / empty)
