@@ -1222,6 +1222,13 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append(
             f"  {name:<38} {_fmt(value):>10}   {target[0]} {target[1]:<6} {_meets(value, target)}"
         )
+    listed = report.get("list_p50_ms_5000_stored")
+    if listed is not None:
+        filtered = report.get("list_filtered_p50_ms_5000_stored")
+        lines.append(
+            f"local ListTasks with 5,000 stored: p50 {_fmt(listed)} ms a page of 50, "
+            f"{_fmt(filtered)} ms filtered (worst case: the filter's budget read)"
+        )
     breakdown = report.get("usd_breakdown_per_million_tasks") or {}
     if breakdown:
         services = list(next(iter(breakdown.values())))
