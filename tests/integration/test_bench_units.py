@@ -160,3 +160,12 @@ def test_report_keys() -> None:
     assert express["stepfunctions"]["express_gb_seconds"] > 0
     # The same task on either workflow writes the same items.
     assert express["dynamodb"]["wru"] == report["wru_per_task"]
+
+
+def test_the_bench_task_costs_what_the_docs_say() -> None:
+    """scripts/bench's own task (blocking, its text, the local stack's anonymous caller) costs
+    the write units of docs/budgets.md: it once drifted to 24 while the write-unit test's task,
+    a few bytes smaller, kept its first message in the header (the size bound's margin)."""
+    units = bench.measure_units("STANDARD")
+    docs = (ROOT / "docs" / "budgets.md").read_text()
+    assert f"**{units['dynamodb']['wru']}** |" in docs, units["dynamodb"]

@@ -102,11 +102,13 @@ FIRST_SEQ = 1
 WORKING_EVENT_SEQ = 2
 LAST_HEADER_EVENT_SEQ = WORKING_EVENT_SEQ  # a read from before this may need the header
 # A task's first history message, in its header when both are small (no item of its own: two
-# transaction write units less). Only while the header stays well under 1 KB: every later
-# write of the header is billed per KB of it, so the room left is for what a turn adds (its
-# statuses, the first WORKING's marks, a small flow state).
+# transaction write units less). Only while the header, as stored (its TTL too), stays well
+# under 1 KB: every later write of the header is billed per KB of it (twice in a transaction),
+# so 256 bytes are left for what a turn adds (its statuses, the first WORKING's marks, a small
+# flow state; an echo turn adds ~35). With an owner id of ~36 bytes (stored twice: `owner` and
+# the index's partition key), a first message of up to ~60 characters of text fits.
 FIRST_MESSAGE = "m1"
-INLINE_HEADER_MAX_BYTES = 640
+INLINE_HEADER_MAX_BYTES = 1024 - 256
 
 PARTITION_KEY_MAX_BYTES = 2048  # DynamoDB's limits, table and GSI keys alike
 SORT_KEY_MAX_BYTES = 1024

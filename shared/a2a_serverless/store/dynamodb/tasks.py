@@ -156,6 +156,7 @@ class DynamoDBTaskLog(DynamoDBTable):
         else:
             item = keys.event_item(record.task_id, record.status_seq, event)
             first.append(("event", self._put(item, NEW_ITEM)))
+        header = self._expiring(header)  # as stored: its size decides where the message goes
         if not keys.with_first_message(header, message):
             first.append(("history", self._put(keys.history_item(record.task_id, 1, message))))
         counts = {"all": 1, keys.state_counter(record.state): 1}
