@@ -288,12 +288,12 @@ def _client_main(request: str) -> int:
 # -- stored tasks -----------------------------------------------------------------------------
 
 
-def _send(url: str, headers: dict[str, str]) -> dict[str, Any]:
+def _send(url: str, headers: dict[str, str], text: str) -> dict[str, Any]:
     """One blocking echo task (its Task)."""
     import httpx
 
     with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
-        response = client.post("/message:send", json=_message("a task before the stored ones"))
+        response = client.post("/message:send", json=_message(text))
         response.raise_for_status()
         return dict(response.json()["task"])
 
@@ -303,14 +303,10 @@ def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str)
     ids straight into moto (no stream records: the webhook sender has nothing to do with
     them). Items whose key does not name the task (the caller's counters) are not copied.
     Returns the keys written, for `unload`."""
-    import httpx
 
     from a2a_serverless.local import moto_patches
 
-    with httpx.Client(base_url=url, headers=principal_headers, timeout=60) as client:
-        response = client.post("/message:send", json=_message("a task to copy"))
-        response.raise_for_status()
-        task_id = response.json()["task"]["id"]
+    task_id = _send(url, principal_headers, "a task to copy")["id"]
     table = _table(stack)
     with moto_patches.DYNAMODB_LOCK:
         originals = [
@@ -490,7 +486,7 @@ def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> 
         for pair in range(1 if quick else PAIRS):
             empty = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
             if pair == 0:
-                oldest_context = _send(url, headers)["contextId"]
+                oldest_context = _send(url, headers, "a task before the stored ones")["contextId"]
             keys = preload(stack, stored, headers, url)
             full = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
             if pair == 0:

@@ -608,23 +608,11 @@ def _stream_idle(stack: LocalStack, stream: StreamMapping) -> None:
     wait_for(lambda: not stream.busy, timeout=30, interval=0.01)
 
 
-def _stream_settled(stack: LocalStack, stream: StreamMapping) -> None:
-    """Until the flow's executions are done and the stream mapping has been idle for longer
-    than its idle poll cycle: it has looked again since the last write and found nothing (not
-    being busy only says that no batch is in flight: records not yet polled are not one)."""
+def _stream_settled(stack: LocalStack) -> None:
+    """Until the flow's executions are done and the stream mapping has looked again since the
+    last write and found nothing (`drain`: not being busy only says no batch is in flight)."""
     wait_idle(stack)
-    quiet = stream.idle_seconds + 0.1
-    since: float | None = None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if stream.busy:
-            since = None
-        elif since is None:
-            since = time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return
-        time.sleep(0.01)
-    raise TimeoutError("the stream mapping did not settle in 30 s")
+    mappings(stack).drain(timeout=30)
 
 
 def _quiet_rounds(webhooks: Webhooks) -> list[float]:
@@ -694,7 +682,7 @@ def test_a_hostile_owners_slow_webhooks_delay_another_owners_first_delivery_once
         retry_queue = stack.queues["PushRetryQueue"]
         for round_ in range(ROUNDS + 1):
             hooks = _hostile_turn(
-                webhooks, round_, delay, retry_queue, lambda: _stream_settled(stack, stream)
+                webhooks, round_, delay, retry_queue, lambda: _stream_settled(stack)
             )
             noisy.append(_first_delivery_seconds(webhooks, f"noisy-{round_}"))
             _stream_idle(stack, stream)
