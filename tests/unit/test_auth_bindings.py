@@ -173,7 +173,7 @@ def _card(settings: Settings) -> dict[str, Any]:
 def test_the_card_declares_the_modes_scheme_and_the_extended_card(
     mode: str, scheme_name: str, member: str
 ) -> None:
-    settings = Settings(auth_mode=mode, jwt_issuer="https://issuer.example/", jwt_audience="agent")  # type: ignore[call-arg]
+    settings = Settings(auth_mode=mode, jwt_issuer="https://issuer.example/", jwt_audience="agent")
     card = _card(settings)
     assert list(card["securitySchemes"]) == [scheme_name]
     assert member in card["securitySchemes"][scheme_name]
@@ -193,13 +193,13 @@ def test_the_card_declares_the_modes_scheme_and_the_extended_card(
 
 
 def test_an_open_stack_declares_no_scheme_and_no_extended_card() -> None:
-    card = _card(Settings(auth_mode="None"))  # type: ignore[call-arg]
+    card = _card(Settings(auth_mode="None"))
     assert "securitySchemes" not in card and "securityRequirements" not in card
     assert card["capabilities"]["extendedAgentCard"] is False
 
 
 def _card_app(mode: str) -> Any:
-    settings = Settings(auth_mode=mode)  # type: ignore[call-arg]
+    settings = Settings(auth_mode=mode)
     factory = CardFactory(settings, EchoFlow())
     return create_app(card_router(factory), jsonrpc_router(object(), object(), factory))  # type: ignore[arg-type]
 

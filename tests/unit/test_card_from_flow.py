@@ -23,18 +23,18 @@ def card(settings: Settings, flow: Flow) -> dict[str, object]:
 
 
 def test_the_card_is_the_flows_by_default() -> None:
-    body = card(Settings(), Summariser())  # type: ignore[call-arg]
+    body = card(Settings(), Summariser())
     assert (body["name"], body["description"], body["version"]) == (
         "summariser",
         "Summarises what you send.",
         "2.3.0",
     )
     assert [s["id"] for s in body["skills"]] == ["summariser"]  # type: ignore[index]
-    echo = card(Settings(), EchoFlow())  # type: ignore[call-arg]
+    echo = card(Settings(), EchoFlow())
     assert echo["name"] == "Echo Agent"  # a flow's title wins over its name
 
 
 def test_settings_override_the_flow() -> None:
-    settings = Settings(agent_name="Acme", agent_description="Ours", agent_version="9")  # type: ignore[call-arg]
+    settings = Settings(agent_name="Acme", agent_description="Ours", agent_version="9")
     body = card(settings, Summariser())
     assert (body["name"], body["description"], body["version"]) == ("Acme", "Ours", "9")

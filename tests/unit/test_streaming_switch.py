@@ -30,6 +30,6 @@ def test_streaming_off_refuses_the_stream_methods_and_writes_nothing() -> None:
 
 @pytest.mark.parametrize("streaming", [True, False])
 def test_the_card_declares_the_switch(streaming: bool) -> None:
-    settings = Settings(streaming=streaming)  # type: ignore[call-arg]
+    settings = Settings(streaming=streaming)
     card = CardFactory(settings, EchoFlow()).card_json("https://agent.example")
     assert card["capabilities"]["streaming"] is streaming
