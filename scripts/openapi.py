@@ -277,7 +277,7 @@ def _paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
             "statusTimestampAfter",
             "query",
             {"type": "string", "format": "date-time"},
-            "Only tasks whose status changed after this instant (RFC 3339).",
+            "Only tasks whose status time is at or after this instant (RFC 3339).",
         ),
         _param("includeArtifacts", "query", {"type": "boolean"}, "List each task's artifacts too."),
     ]

@@ -31,6 +31,7 @@ from a2a_serverless.store import (
     StatusChange,
     TaskRecord,
     TaskSnapshot,
+    keys,
 )
 from a2a_serverless.store.base import ListedContents
 from a2a_serverless.store.fold import fold_events, task_from_events
@@ -284,7 +285,7 @@ class InMemoryTaskStore:
     # -- listing ---------------------------------------------------------------------------
 
     def _matching(self, query: ListQuery) -> list[_Task]:
-        after = models.format_timestamp(query.status_after) if query.status_after else None
+        after = keys.status_at_or_after(query.status_after) if query.status_after else None
         found = [
             task
             for task in self.tasks.values()
@@ -292,7 +293,7 @@ class InMemoryTaskStore:
             and task.record.owner == query.owner
             and (query.context_id is None or task.record.context_id == query.context_id)
             and (query.state is None or task.record.state == query.state)
-            and (after is None or task.status_ts > after)
+            and (after is None or task.status_ts >= after)
         ]
         return sorted(found, key=lambda t: (t.status_ts, t.record.task_id), reverse=True)
 

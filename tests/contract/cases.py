@@ -449,7 +449,17 @@ def test_listing_filters_and_counts(store: TaskStore) -> None:
             ListQuery(owner=owner, context_id="c1", state=TaskState.SUBMITTED),
             [ids[1]],
         ),
-        (ListQuery(owner=owner, status_after=T0 + timedelta(minutes=1)), [*newest_first[:3]]),
+        # At or after (the proto's "greater than or equal"): the task of that very time too;
+        # stored times are whole milliseconds, so a microsecond later leaves it out.
+        (ListQuery(owner=owner, status_after=T0 + timedelta(minutes=1)), [*newest_first[:4]]),
+        (
+            ListQuery(owner=owner, status_after=T0 + timedelta(minutes=1, microseconds=1)),
+            [*newest_first[:3]],
+        ),
+        (
+            ListQuery(owner=owner, status_after=T0 + timedelta(minutes=1, microseconds=-999)),
+            [*newest_first[:4]],
+        ),
         (ListQuery(owner=owner, context_id="none"), []),
     ]
     for query, expected in cases:

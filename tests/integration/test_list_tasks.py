@@ -76,7 +76,7 @@ def test_list_tasks_matches_brute_force(local_stack: LocalStack, alice: A2A) -> 
             for t in ordered
             if (context_id is None or t["contextId"] == context_id)
             and (state is None or t["status"]["state"] == state)
-            and (after is None or t["status"]["timestamp"] > after)
+            and (after is None or t["status"]["timestamp"] >= after)
         ]
         page_size = 4 if context_id is None and state is None else 9
         listed, total = alice.list_all(

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import itertools
 import random
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from a2a_serverless.models import TaskState
+from a2a_serverless.models import TaskState, format_timestamp
 from a2a_serverless.store import keys
 
 # Strings that break naive joins and escapes: the separator, the escape character, the
@@ -84,7 +85,19 @@ def test_owner_scoped_keys_of_the_issue_differ(
 def test_index_sort_keys_keep_their_order() -> None:
     early = keys.index_sort_key("2026-01-01T00:00:00.000Z", "#%")
     late = keys.index_sort_key("2026-01-01T00:00:00.001Z", "")
-    assert early < late < "2026-01-01T00:00:00.001Z~"  # ListTasks' "strictly after" bound
+    assert early < late
+    # ListTasks' statusTimestampAfter bound (>=): below every key of its time, above earlier ones.
+    bound = keys.status_at_or_after(datetime(2026, 1, 1, 0, 0, 0, 1000, tzinfo=UTC))
+    assert early < bound <= late
+
+
+def test_the_status_time_bound_rounds_up_to_stored_precision() -> None:
+    at = datetime(2026, 1, 1, 0, 0, 0, 1000, tzinfo=UTC)
+    assert keys.status_at_or_after(at) == "2026-01-01T00:00:00.001Z"
+    assert keys.status_at_or_after(at + timedelta(microseconds=1)) == "2026-01-01T00:00:00.002Z"
+    assert keys.status_at_or_after(at - timedelta(microseconds=999)) == "2026-01-01T00:00:00.001Z"
+    last = datetime(9999, 12, 31, 23, 59, 59, 999_001, tzinfo=UTC)
+    assert keys.status_at_or_after(last) > keys.index_sort_key(format_timestamp(last), "z" * 64)
 
 
 # -- bounds ----------------------------------------------------------------------------------

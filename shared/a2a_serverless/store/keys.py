@@ -47,6 +47,7 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -57,6 +58,7 @@ from a2a_serverless.models import (
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
+    format_timestamp,
 )
 from a2a_serverless.store.base import ApiKeyRecord, InvalidPageToken, ListQuery, TaskRecord
 
@@ -241,6 +243,19 @@ def opens_context(task_id: str, context_id: str) -> bool:
 def state_counter(state: TaskState) -> str:
     """The counter attribute of the tasks in `state`."""
     return "st_" + state.name
+
+
+def status_at_or_after(value: datetime) -> str:
+    """The lowest stored status time (millisecond precision, `format_timestamp`) at or after
+    `value`: ListTasks' `statusTimestampAfter` keeps tasks whose status time is >= it (the
+    proto's words), and a stored time at a whole millisecond is >= a time within that
+    millisecond only if it is the next one."""
+    if value.microsecond % 1000:
+        try:
+            value += timedelta(microseconds=1000 - value.microsecond % 1000)
+        except OverflowError:  # within the last millisecond of year 9999: after every time
+            return format_timestamp(value) + "~"
+    return format_timestamp(value)
 
 
 def index_sort_key(status_ts: str, task_id: str) -> str:

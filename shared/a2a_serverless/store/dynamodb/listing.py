@@ -11,7 +11,6 @@ from a2a_serverless.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
     TaskState,
-    format_timestamp,
 )
 from a2a_serverless.store import keys
 from a2a_serverless.store.base import ListedContents, ListQuery, TaskRecord
@@ -45,9 +44,10 @@ class DynamoDBTaskListing(DynamoDBTable):
         values: dict[str, Any] = {":p": s(query.owner)}
         condition = f"{keys.INDEX_PARTITION} = :p"
         if query.status_after is not None:
-            # "~" sorts after "#", so equal timestamps are excluded: strictly after.
-            values[":after"] = s(format_timestamp(query.status_after) + "~")
-            condition += f" AND {keys.INDEX_SORT} > :after"
+            # Sort keys are `{status time}#{task id}`: every key of that time or later is >=
+            # the bare time.
+            values[":after"] = s(keys.status_at_or_after(query.status_after))
+            condition += f" AND {keys.INDEX_SORT} >= :after"
         kwargs: dict[str, Any] = {
             "IndexName": keys.INDEX_BY_OWNER,
             "KeyConditionExpression": condition,
