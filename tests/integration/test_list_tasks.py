@@ -342,3 +342,57 @@ def test_a_filtered_page_examines_a_bounded_number_of_entries(local_stack: Local
     # 101 entries, 40 a page: two empty pages with tokens, then the task (the last page).
     assert pages == [([], 3), ([], 3), ([wanted.task_id], 3)], pages
     assert len(everything) == 50 and unfiltered_calls == 1
+
+
+def test_a_count_by_time_reads_the_smaller_side_of_it(local_stack: LocalStack) -> None:
+    """`totalSize` with statusTimestampAfter: the entries from the time on, or the counters minus
+    the entries before it, read a COUNT call at a time in turn; the first side to end answers.
+    Exact at every cut, with a state or a context too, and a cut near either end costs a
+    couple of calls (with 4 entries a call here), not one per 4 entries of the whole range."""
+    client = ddb()
+    store = DynamoDBTaskStore(client, local_stack.env["TABLE_NAME"])
+    store.count_page_entries = 4
+    owner = uid("owner")
+    records = [
+        create(store, owner, context_id=f"c{i % 2}", at=T0 + timedelta(seconds=i))
+        for i in range(30)
+    ]
+    for i, record in enumerate(records):
+        if i % 3 == 0:  # the status time stays the task's creation time
+            move(store, record, TaskState.COMPLETED, 2, at=T0 + timedelta(seconds=i))
+    create(store, uid("other"), at=T0 + timedelta(seconds=5))
+    calls: list[dict[str, Any]] = []
+
+    def on_call(params: dict[str, Any], **_: Any) -> None:
+        calls.append(dict(params))
+
+    def expected(cut: int, context_id: str | None, state: TaskState | None) -> int:
+        return sum(
+            1
+            for i in range(cut, 30)
+            if (context_id is None or f"c{i % 2}" == context_id)
+            and (state is None or (state == TaskState.COMPLETED) == (i % 3 == 0))
+        )
+
+    client.meta.events.register("before-parameter-build.dynamodb.Query", on_call)
+    try:
+        cost: dict[int, int] = {}
+        for cut in (-1, 0, 1, 2, 14, 15, 27, 28, 29, 30, 31):
+            after = T0 + timedelta(seconds=cut)
+            for context_id, state in itertools.product(
+                [None, "c1"], [None, TaskState.COMPLETED, TaskState.SUBMITTED]
+            ):
+                calls.clear()
+                query = ListQuery(
+                    owner=owner, context_id=context_id, state=state, status_after=after
+                )
+                assert store.count_tasks(query) == expected(max(cut, 0), context_id, state), query
+                if context_id is None and state is None:
+                    cost[cut] = len(calls)
+    finally:
+        client.meta.events.unregister("before-parameter-build.dynamodb.Query", on_call)
+    # Near either end: one or two COUNT calls each side, plus the counters' read.
+    assert cost[28] == 1 and cost[30] == 1 and cost[31] == 1, cost  # 2, 0, 0 entries from the cut
+    assert cost[2] <= 4 and cost[0] <= 3 and cost[-1] <= 3, cost  # 2, 0, 0 entries before it
+    # In the middle both sides are read about halfway: still under the 30 / 4 of one side.
+    assert cost[15] <= 2 * (15 // 4 + 1) + 1, cost

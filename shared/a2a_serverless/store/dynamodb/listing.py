@@ -1,10 +1,12 @@
 """ListTasks on DynamoDB: pages of an owner's tasks from the sparse owner index, exact counts
 from the counters the task log maintains (with, for a context, the header of the task that
-opened it), or a COUNT query on the index range."""
+opened it), from COUNT queries on the index by time (the smaller side of it) or for a context
+and a state together."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 from a2a_serverless.models import (
@@ -36,18 +38,22 @@ class DynamoDBTaskListing(DynamoDBTable):
     # stopped (spec-wise a cursor like any other). 10,000 entries: ~1.5-3 MB, ~6 Query calls.
     filtered_page_max_examined = 10_000
 
-    def _list_kwargs(self, query: ListQuery) -> dict[str, Any]:
-        """The owner's index range (after `status_after`), context and state as filters: one
-        index keeps each status change at one index move (a delete and a put) instead of one
-        per index. A filtered page reads past the owner's other tasks (the paginator goes on
-        until the page is full), which costs reads, never writes."""
+    # Index entries a COUNT Query examines per call (DynamoDB stops at 1 MB first: ~5,000 of
+    # them). A count by time reads both sides of the time a call at a time (count_tasks).
+    count_page_entries = 5_000
+
+    def _list_kwargs(self, query: ListQuery, before: bool = False) -> dict[str, Any]:
+        """The owner's index range (from `status_after` on; or, `before`, up to it), context
+        and state as filters: one index keeps each status change at one index move (a delete
+        and a put) instead of one per index. A filtered page reads past the owner's other tasks
+        (the paginator goes on until the page is full), which costs reads, never writes."""
         values: dict[str, Any] = {":p": s(query.owner)}
         condition = f"{keys.INDEX_PARTITION} = :p"
         if query.status_after is not None:
             # Sort keys are `{status time}#{task id}`: every key of that time or later is >=
             # the bare time.
             values[":after"] = s(keys.status_at_or_after(query.status_after))
-            condition += f" AND {keys.INDEX_SORT} >= :after"
+            condition += f" AND {keys.INDEX_SORT} {'<' if before else '>='} :after"
         kwargs: dict[str, Any] = {
             "IndexName": keys.INDEX_BY_OWNER,
             "KeyConditionExpression": condition,
@@ -192,13 +198,45 @@ class DynamoDBTaskListing(DynamoDBTable):
 
     def count_tasks(self, query: ListQuery) -> int:
         """Exact count: maintained counters (the owner's shards: all and per state; a
-        context's: all), or a COUNT query on the index range when filtered by time or by
-        context and state together."""
-        if query.status_after is not None or (
-            query.context_id is not None and query.state is not None
-        ):
-            pages = self._pages(Select="COUNT", **self._list_kwargs(query))
-            return sum(page.get("Count", 0) for page in pages)
+        context's: all); by time, the smaller side of it (`_count_since`); a COUNT query on the
+        index when filtered by context and state together (no counter holds that)."""
+        if query.context_id is not None and query.state is not None:
+            return self._count_entries(self._list_kwargs(query))
+        if query.status_after is not None:
+            return self._count_since(query)
+        return self._counted(query)
+
+    def _count_entries(self, kwargs: dict[str, Any]) -> int:
+        pages = self._pages(Select="COUNT", Limit=self.count_page_entries, **kwargs)
+        return sum(page.get("Count", 0) for page in pages)
+
+    def _count_since(self, query: ListQuery) -> int:
+        """Tasks whose status time is at or after `status_after`: the index entries from that
+        time on, or the counters minus the entries before it, whichever side ends first. The
+        two COUNT reads go a call at a time in turn, so the count costs about twice the
+        smaller side: a client paging through everything since an old time (each page
+        counts again) reads the few entries before it, not all those after."""
+        since = self._pages(
+            Select="COUNT", Limit=self.count_page_entries, **self._list_kwargs(query)
+        )
+        before = self._pages(
+            Select="COUNT",
+            Limit=self.count_page_entries,
+            **self._list_kwargs(query, before=True),
+        )
+        counted_since = counted_before = 0
+        while True:
+            page = next(since)
+            counted_since += page.get("Count", 0)
+            if "LastEvaluatedKey" not in page:
+                return counted_since
+            page = next(before)
+            counted_before += page.get("Count", 0)
+            if "LastEvaluatedKey" not in page:
+                return max(0, self._counted(replace(query, status_after=None)) - counted_before)
+
+    def _counted(self, query: ListQuery) -> int:
+        """From the counters: the owner's shards (all, or the state's), or the context's."""
         if query.context_id is not None:
             return self._count_context(query.owner, query.context_id)
         name = "all" if query.state is None else keys.state_counter(query.state)
