@@ -351,7 +351,7 @@ def test_a_count_by_time_reads_the_smaller_side_of_it(local_stack: LocalStack) -
     couple of calls (with 4 entries a call here), not one per 4 entries of the whole range."""
     client = ddb()
     store = DynamoDBTaskStore(client, local_stack.env["TABLE_NAME"])
-    store.count_page_entries = 4
+    store.count_page_entries = 4  # and the first call of each side examines pageSize + 1 (2)
     owner = uid("owner")
     records = [
         create(store, owner, context_id=f"c{i % 2}", at=T0 + timedelta(seconds=i))
@@ -384,15 +384,17 @@ def test_a_count_by_time_reads_the_smaller_side_of_it(local_stack: LocalStack) -
             ):
                 calls.clear()
                 query = ListQuery(
-                    owner=owner, context_id=context_id, state=state, status_after=after
+                    owner=owner, context_id=context_id, state=state, status_after=after, page_size=1
                 )
                 assert store.count_tasks(query) == expected(max(cut, 0), context_id, state), query
                 if context_id is None and state is None:
                     cost[cut] = len(calls)
     finally:
         client.meta.events.unregister("before-parameter-build.dynamodb.Query", on_call)
-    # Near either end: one or two COUNT calls each side, plus the counters' read.
-    assert cost[28] == 1 and cost[30] == 1 and cost[31] == 1, cost  # 2, 0, 0 entries from the cut
-    assert cost[2] <= 4 and cost[0] <= 3 and cost[-1] <= 3, cost  # 2, 0, 0 entries before it
-    # In the middle both sides are read about halfway: still under the 30 / 4 of one side.
-    assert cost[15] <= 2 * (15 // 4 + 1) + 1, cost
+    # Near either end: a call a side (the first examines pageSize + 1 = 2), and the counters'
+    # read when the side before the time is the one that ends.
+    assert [cost[c] for c in (28, 29, 30, 31)] == [1, 1, 1, 1], cost  # 2, 1, 0, 0 from the cut
+    assert [cost[c] for c in (-1, 0, 1)] == [3, 3, 3], cost  # 0, 0, 1 before it
+    assert cost[2] <= 5, cost  # 2 before it: a full first call says "more", one more call
+    # In the middle both sides are read to their halfway point, with calls of 2, 4, 4, ...
+    assert cost[15] <= 2 * (1 + 15 // 4 + 1) + 1, cost

@@ -6,6 +6,7 @@ and a state together."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -38,8 +39,9 @@ class DynamoDBTaskListing(DynamoDBTable):
     # stopped (spec-wise a cursor like any other). 10,000 entries: ~1.5-3 MB, ~6 Query calls.
     filtered_page_max_examined = 10_000
 
-    # Index entries a COUNT Query examines per call (DynamoDB stops at 1 MB first: ~5,000 of
-    # them). A count by time reads both sides of the time a call at a time (count_tasks).
+    # Index entries a COUNT Query examines per call at most (DynamoDB stops at 1 MB first:
+    # ~5,000 of them). A count by time reads both sides of the time a call at a time
+    # (`_count_since`).
     count_page_entries = 5_000
 
     def _list_kwargs(self, query: ListQuery, before: bool = False) -> dict[str, Any]:
@@ -213,27 +215,33 @@ class DynamoDBTaskListing(DynamoDBTable):
     def _count_since(self, query: ListQuery) -> int:
         """Tasks whose status time is at or after `status_after`: the index entries from that
         time on, or the counters minus the entries before it, whichever side ends first. The
-        two COUNT reads go a call at a time in turn, so the count costs about twice the
-        smaller side: a client paging through everything since an old time (each page
-        counts again) reads the few entries before it, not all those after."""
-        since = self._pages(
-            Select="COUNT", Limit=self.count_page_entries, **self._list_kwargs(query)
-        )
-        before = self._pages(
-            Select="COUNT",
-            Limit=self.count_page_entries,
-            **self._list_kwargs(query, before=True),
-        )
+        two COUNT reads go a call at a time in turn, each call examining four times as many
+        entries as the last (from `pageSize` + 1), so the count costs a few times the smaller
+        side: a client paging through everything since an old time (each page counts again)
+        reads the few entries before it, not all those after."""
+        since = self._counting(self._list_kwargs(query), query.page_size + 1)
+        before = self._counting(self._list_kwargs(query, before=True), query.page_size + 1)
         counted_since = counted_before = 0
         while True:
-            page = next(since)
-            counted_since += page.get("Count", 0)
-            if "LastEvaluatedKey" not in page:
+            count, more = next(since)
+            counted_since += count
+            if not more:
                 return counted_since
-            page = next(before)
-            counted_before += page.get("Count", 0)
-            if "LastEvaluatedKey" not in page:
+            count, more = next(before)
+            counted_before += count
+            if not more:
                 return max(0, self._counted(replace(query, status_after=None)) - counted_before)
+
+    def _counting(self, kwargs: dict[str, Any], first: int) -> Iterator[tuple[int, bool]]:
+        """(entries counted, whether the range goes on) per COUNT call, `first` entries
+        examined by the first, four times as many by each next, `count_page_entries` at most."""
+        limit = min(first, self.count_page_entries)
+        while True:
+            response = self._db.query(TableName=self._table, Select="COUNT", Limit=limit, **kwargs)
+            last = response.get("LastEvaluatedKey")
+            yield response.get("Count", 0), last is not None
+            kwargs = {**kwargs, "ExclusiveStartKey": last}
+            limit = min(limit * 4, self.count_page_entries)
 
     def _counted(self, query: ListQuery) -> int:
         """From the counters: the owner's shards (all, or the state's), or the context's."""
