@@ -130,6 +130,25 @@ QUERIES: list[dict[str, Any]] = [
         "FilterExpression": "n < :n",
         "ExpressionAttributeValues_extra": {":n": {"N": "300"}},
     },
+    # Every range operator (`_after_start` judges them on plain values), both directions.
+    *(
+        {
+            "IndexName": "byOwner",
+            "KeyConditionExpression": f"g1pk = :o AND {condition}",
+            "ExpressionAttributeValues": {":o": {"S": f"O#{o}"}, **values},
+            "ScanIndexForward": forward,
+        }
+        for condition, values in (
+            ("gsk < :g", {":g": {"S": "0400"}}),
+            ("gsk <= :g", {":g": {"S": "0400"}}),
+            ("gsk >= :g", {":g": {"S": "0400"}}),
+            ("gsk = :g", {":g": {"S": "0400"}}),
+            ("gsk BETWEEN :a AND :b", {":a": {"S": "0200"}, ":b": {"S": "0700"}}),
+            ("begins_with(gsk, :g)", {":g": {"S": "03"}}),
+        )
+        for o in (1, 3)
+        for forward in (True, False)
+    ),
 ]
 
 

@@ -381,7 +381,7 @@ def indexed_queries(patches: Patches) -> None:
                 limit,
                 exclusive_start_key,
                 scan_index_forward,
-                bool(range_comparison),
+                (range_comparison, range_objs) if range_comparison else None,
             )
         previous = getattr(narrowed, "value", None)
         if candidates is not None:
@@ -504,18 +504,22 @@ def _after_start(
     limit: int | None,
     start: Mapping[str, Any] | None,
     forward: bool,
-    range_condition: bool,
+    range_condition: tuple[str, list[Any]] | None,
 ) -> list[Any]:
-    """An index partition's items that a page can hold: those after the page's start key in
-    the scan's order, and of them (when nothing but the limit decides what the page examines:
-    no range condition) only the first `limit` + 1, the one more telling moto that the page
-    has a next. moto still sorts, pages and filters what it is given, so the page is the same;
-    but it compares items with Python-level key objects, and sorting and skipping a 5,000-task
-    owner's entries took ~250 ms a page, here ~10 (plain values, C comparisons). The order is
-    moto's: index range key, then the table's hash and range keys (numbers numerically)."""
+    """An index partition's items that a page can hold: in the scan's order, those after the
+    page's start key from the first within the range condition on, and of them only the first
+    `limit` + 1, the one more telling moto that the page has a next (`Limit` counts the items
+    the key condition keeps). moto still sorts, pages and filters what it is given, so the
+    page is the same; but it compares items with Python-level key objects, and sorting and
+    skipping a 5,000-task owner's entries took ~250 ms a page, here ~10 (plain values, C
+    comparisons). The order is moto's: index range key, then the table's hash and range keys
+    (numbers numerically). A range condition this cannot judge (an operator or type of no
+    plain order here) leaves the range to moto, and the page to whatever it examines."""
     from moto.dynamodb.models.dynamo_type import DynamoType
 
-    if start is None and (limit is None or range_condition):
+    in_range = _range_test(range_condition) if range_condition else None
+    judged = range_condition is None or in_range is not None
+    if start is None and (limit is None or not judged):
         return candidates
     index = table.get_index(index_name)
     ranges = [k["AttributeName"] for k in index.schema if k["KeyType"] == "RANGE"]
@@ -539,9 +543,49 @@ def _after_start(
         except (KeyError, TypeError, ValueError):
             return candidates  # a start key moto will refuse or read its own way
         keyed = [p for p in keyed if (p[0] > mark if forward else p[0] < mark)]
-    if limit is not None and not range_condition:
+    if in_range is not None:
+        # The range is one run of the order (it bounds the index range key, the first sort
+        # key): what comes before it is skipped, and the item after it stays, as moto looks
+        # one item past a full page to say it has a next (LastEvaluatedKey).
+        first = next(
+            (i for i, (_, item) in enumerate(keyed) if in_range(item.attrs[attributes[0]])),
+            len(keyed),
+        )
+        keyed = keyed[first:]
+    if limit is not None and judged:
         keyed = keyed[: limit + 1]
     return [item for _, item in keyed]
+
+
+def _range_test(condition: tuple[str, list[Any]]) -> Callable[[Any], bool] | None:
+    """A key condition on a range key as a test of one item's value (a moto DynamoType), for
+    strings (code point order is UTF-8 byte order, DynamoDB's) and numbers; None for what it
+    cannot judge (binary values, an operator it does not know)."""
+    operator, operands = condition[0].upper(), condition[1]
+    kinds = {o.type for o in operands}
+    if len(kinds) != 1 or not kinds <= {"S", "N"}:
+        return None
+    kind = kinds.pop()
+
+    def plain(value: Any) -> Any:
+        return float(value.value) if kind == "N" else value.value
+
+    bounds = [plain(o) for o in operands]
+    tests: dict[str, Callable[[Any], bool]] = {
+        "=": lambda v: v == bounds[0],
+        "<": lambda v: v < bounds[0],
+        "<=": lambda v: v <= bounds[0],
+        ">": lambda v: v > bounds[0],
+        ">=": lambda v: v >= bounds[0],
+    }
+    if operator == "BETWEEN" and len(bounds) == 2:
+        tests["BETWEEN"] = lambda v: bounds[0] <= v <= bounds[1]
+    if operator == "BEGINS_WITH" and kind == "S":
+        tests["BEGINS_WITH"] = lambda v: v.startswith(bounds[0])
+    test = tests.get(operator)
+    if test is None:
+        return None
+    return lambda value: value.type == kind and test(plain(value))
 
 
 # Per table: index name -> (its first hash key attribute, value -> item keys, item key -> value).
