@@ -20,6 +20,9 @@ server process's CPU or GIL):
   the same filtered by the context of a task older than every stored one (its page examines
   the owner's whole index, up to the store's budget: the worst case of a filter), with the
   `stored` tasks in the table (first pair); median latency.
+- list_since_p50_ms_5000_stored: the same page of 50 with `statusTimestampAfter` the time of
+  that oldest task (a client syncing everything since then: `totalSize` counts the smaller
+  side of the time, the few entries before it).
 - sdk_inmemory_tasks_per_second: the first figure's workload against an a2a-sdk server
   (DefaultRequestHandler, InMemoryTaskStore, an echo AgentExecutor, its REST routes) served
   by uvicorn in a thread of this process, its clients in their own process likewise, and
@@ -486,7 +489,8 @@ def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> 
         for pair in range(1 if quick else PAIRS):
             empty = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
             if pair == 0:
-                oldest_context = _send(url, headers, "a task before the stored ones")["contextId"]
+                oldest = _send(url, headers, "a task before the stored ones")
+                oldest_context = oldest["contextId"]
             keys = preload(stack, stored, headers, url)
             full = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
             if pair == 0:
@@ -499,6 +503,13 @@ def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> 
                     samples=3,
                     headers=headers,
                     query={"pageSize": 50, "contextId": oldest_context},
+                )
+                figures["list_since_p50_ms_5000_stored"] = run(
+                    "list",
+                    url,
+                    samples=5,
+                    headers=headers,
+                    query={"pageSize": 50, "statusTimestampAfter": oldest["status"]["timestamp"]},
                 )
             unload(stack, keys)
             empties.append(empty)
