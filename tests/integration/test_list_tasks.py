@@ -398,3 +398,69 @@ def test_a_count_by_time_reads_the_smaller_side_of_it(local_stack: LocalStack) -
     assert cost[2] <= 5, cost  # 2 before it: a full first call says "more", one more call
     # In the middle both sides are read to their halfway point, with calls of 2, 4, 4, ...
     assert cost[15] <= 2 * (1 + 15 // 4 + 1) + 1, cost
+
+
+def test_a_context_opened_by_a_task_is_read_from_its_opening_on(local_stack: LocalStack) -> None:
+    """A page (and a count with a state) of a context that a task opened stops where the index
+    reaches that task's creation (less a minute for clocks): an owner with many older tasks
+    gets the context's tasks and no token from one page, not short pages to page through
+    until the budget or the end. A joiner stamped within the clock margin before the opener
+    is still found; a context named by a client, or another owner's task id, reads as before."""
+    client = ddb()
+    store = DynamoDBTaskStore(client, local_stack.env["TABLE_NAME"])
+    owner = uid("owner")
+    for i in range(120):  # older than the context: never examined once the floor is known
+        create(store, owner, context_id="old", at=T0 - timedelta(hours=1, seconds=i))
+    opener_id = uid("task")
+    opener = create(store, owner, context_id=opener_id, task_id=opener_id, at=T0)
+    joiners = [
+        create(store, owner, context_id=opener_id, at=T0 + timedelta(seconds=s)) for s in (-30, 5)
+    ]
+    for i in range(30):  # newer tasks of other contexts
+        create(store, owner, context_id="new", at=T0 + timedelta(minutes=5, seconds=i))
+    move(store, joiners[1], TaskState.COMPLETED, 2, at=T0 + timedelta(seconds=6))
+    examined: list[int] = []
+
+    def on_call(parsed: dict[str, Any], **_: Any) -> None:
+        examined.append(parsed.get("ScannedCount", 0))
+
+    client.meta.events.register("after-call.dynamodb.Query", on_call)
+    try:
+        records, token = store.list_tasks(
+            ListQuery(owner=owner, context_id=opener_id, page_size=10)
+        )
+        page_examined = sum(examined)
+        examined.clear()
+        count = store.count_tasks(
+            ListQuery(owner=owner, context_id=opener_id, state=TaskState.SUBMITTED)
+        )
+        count_examined = sum(examined)
+    finally:
+        client.meta.events.unregister("after-call.dynamodb.Query", on_call)
+    ids = [r.task_id for r in records]
+    assert ids == [joiners[1].task_id, opener.task_id, joiners[0].task_id] and token is None
+    assert count == 2  # the opener and the early joiner are still SUBMITTED
+    # 30 newer + the context's 3 (+ the first Query's overshoot), never the 120 older ones.
+    assert page_examined <= 30 + 3 + 11, page_examined
+    assert count_examined <= 30 + 3, count_examined
+
+    # Without an opener of this owner: the whole index, as before.
+    for context_id, who in (("old", owner), (opener_id, uid("mallory"))):
+        records, token = store.list_tasks(
+            ListQuery(owner=who, context_id=context_id, page_size=200)
+        )
+        assert len(records) == (120 if who == owner else 0) and token is None
+
+
+def test_listing_a_context_through_the_function(local_stack: LocalStack, alice: A2A) -> None:
+    """The same through ListTasksFunction (its role checked against every call it makes): a
+    context opened by alice's first task, listed a page of 1 after newer tasks elsewhere."""
+    first = alice.send("opens a context").task
+    joined = alice.send("joins it", context_id=first["contextId"]).task
+    for i in range(4):
+        alice.send(f"elsewhere {i}")
+    response = alice.list(contextId=first["contextId"], pageSize=1)
+    assert response.status == 200, response.json
+    assert [t["id"] for t in response.json["tasks"]] == [joined["id"]]
+    listed, total = alice.list_all(page_size=1, contextId=first["contextId"])
+    assert [t["id"] for t in listed] == [joined["id"], first["id"]] and total == 2

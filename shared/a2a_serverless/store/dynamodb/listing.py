@@ -6,14 +6,16 @@ and a state together."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
     TaskState,
+    format_timestamp,
 )
 from a2a_serverless.store import keys
 from a2a_serverless.store.base import ListedContents, ListQuery, TaskRecord
@@ -44,18 +46,30 @@ class DynamoDBTaskListing(DynamoDBTable):
     # (`_count_since`).
     count_page_entries = 5_000
 
-    def _list_kwargs(self, query: ListQuery, before: bool = False) -> dict[str, Any]:
-        """The owner's index range (from `status_after` on; or, `before`, up to it), context
-        and state as filters: one index keeps each status change at one index move (a delete
-        and a put) instead of one per index. A filtered page reads past the owner's other tasks
-        (the paginator goes on until the page is full), which costs reads, never writes."""
+    # A context opened by a task (named after it, `keys.opens_context`) holds no task whose
+    # status time is earlier than that task's creation: less this margin for the functions'
+    # clocks, that is where a read of the context's entries can stop (`_context_floor`).
+    context_floor_margin = timedelta(minutes=1)
+
+    def _list_kwargs(
+        self, query: ListQuery, before: bool = False, floor: str | None = None
+    ) -> dict[str, Any]:
+        """The owner's index range (from `status_after` on, or, `before`, up to it; from `floor`
+        on, a sort key no entry of the query is below, unless `before`), context and state as
+        filters: one index keeps each status change at one index move (a delete and a put)
+        instead of one per index. A filtered page reads past the owner's other tasks (the
+        paginator goes on until the page is full), which costs reads, never writes."""
         values: dict[str, Any] = {":p": s(query.owner)}
         condition = f"{keys.INDEX_PARTITION} = :p"
-        if query.status_after is not None:
-            # Sort keys are `{status time}#{task id}`: every key of that time or later is >=
-            # the bare time.
-            values[":after"] = s(keys.status_at_or_after(query.status_after))
-            condition += f" AND {keys.INDEX_SORT} {'<' if before else '>='} :after"
+        # Sort keys are `{status time}#{task id}`: every key of a time or later is >= the
+        # bare time.
+        after = keys.status_at_or_after(query.status_after) if query.status_after else None
+        if before and after is not None:
+            values[":after"] = s(after)
+            condition += f" AND {keys.INDEX_SORT} < :after"
+        elif after is not None or floor is not None:
+            values[":after"] = s(max(b for b in (after, floor) if b is not None))
+            condition += f" AND {keys.INDEX_SORT} >= :after"
         kwargs: dict[str, Any] = {
             "IndexName": keys.INDEX_BY_OWNER,
             "KeyConditionExpression": condition,
@@ -79,7 +93,14 @@ class DynamoDBTaskListing(DynamoDBTable):
             cursor = keys.decode_page_token(query.page_token)
             kwargs["ExclusiveStartKey"] = keys.start_key(query, cursor)
         want = query.page_size + 1  # one more tells whether another page exists
-        items, stopped_at = self._read_page(kwargs, want)
+        narrowed = None
+        if query.context_id is not None:
+
+            def narrowed() -> dict[str, Any] | None:
+                floor = self._context_floor(query.owner, query.context_id or "")
+                return None if floor is None else self._list_kwargs(query, floor=floor)
+
+        items, stopped_at = self._read_page(kwargs, want, narrowed)
         page_items = items[: query.page_size]
         token = None
         if len(items) > query.page_size and page_items:
@@ -92,7 +113,10 @@ class DynamoDBTaskListing(DynamoDBTable):
         return records, token
 
     def _read_page(
-        self, kwargs: dict[str, Any], want: int
+        self,
+        kwargs: dict[str, Any],
+        want: int,
+        narrowed: Callable[[], dict[str, Any] | None] | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """Up to `want` index entries that pass the filters, newest first, and the key the
         read stopped at when `filtered_page_max_examined` ran out first (else None).
@@ -100,7 +124,10 @@ class DynamoDBTaskListing(DynamoDBTable):
         `Limit` counts entries examined, before the filter: the first Query asks for `want`
         (an unfiltered page, or a filter most entries pass, needs no more), each later one for
         four times as many (a selective filter reaches the budget in a few calls, not
-        thousands of `want`-sized ones), DynamoDB's 1 MB per call aside."""
+        thousands of `want`-sized ones), DynamoDB's 1 MB per call aside. When the first
+        Query leaves the page unfilled, `narrowed()` may give the same query over a shorter
+        range (a context's, from its opening on): the read goes on in that, or ends where it
+        already passed its start."""
         items: list[dict[str, Any]] = []
         examined = 0
         limit = want
@@ -116,6 +143,13 @@ class DynamoDBTaskListing(DynamoDBTable):
             remaining = self.filtered_page_max_examined - examined
             if remaining <= 0:
                 return items, last
+            if narrowed is not None:
+                narrower, narrowed = narrowed(), None
+                if narrower is not None:
+                    start = narrower["ExpressionAttributeValues"][":after"]["S"]
+                    if last[keys.INDEX_SORT]["S"] < start:
+                        return items, None  # read past where the range starts: no more
+                    kwargs = narrower
             kwargs = {**kwargs, "ExclusiveStartKey": last}
             limit = min(limit * 4, remaining)
 
@@ -203,7 +237,8 @@ class DynamoDBTaskListing(DynamoDBTable):
         context's: all); by time, the smaller side of it (`_count_since`); a COUNT query on the
         index when filtered by context and state together (no counter holds that)."""
         if query.context_id is not None and query.state is not None:
-            return self._count_entries(self._list_kwargs(query))
+            floor = self._context_floor(query.owner, query.context_id)
+            return self._count_entries(self._list_kwargs(query, floor=floor))
         if query.status_after is not None:
             return self._count_since(query)
         return self._counted(query)
@@ -257,6 +292,30 @@ class DynamoDBTaskListing(DynamoDBTable):
             ConsistentRead=True,
         )
         return max(0, sum(int(i.get(name, {"N": "0"})["N"]) for i in shards))
+
+    def _context_floor(self, owner: str, context_id: str) -> str | None:
+        """The lowest index sort key a task of the context can have, when the context was
+        opened by a task of this owner (whose header says when): its creation time, less
+        `context_floor_margin`. None otherwise (a context named by a client, or whose opener
+        has expired): its entries may be anywhere in the owner's index."""
+        key = keys.task_key(context_id, keys.HEADER)
+        if not keys.key_fits(key):
+            return None
+        item = self._db.get_item(
+            TableName=self._table,
+            Key=key,
+            ProjectionExpression="#owner, contextId, createdAt",
+            ExpressionAttributeNames={"#owner": "owner"},
+        ).get("Item")
+        if (
+            item is None
+            or item.get("owner") != s(owner)
+            or item.get("contextId") != s(context_id)
+            or "createdAt" not in item
+        ):
+            return None
+        created = datetime.fromisoformat(item["createdAt"]["S"])
+        return format_timestamp(created - self.context_floor_margin)
 
     def _count_context(self, owner: str, context_id: str) -> int:
         """The context's counter (the tasks that joined it) and, when it is the caller's, the
