@@ -83,16 +83,10 @@ def _boolean(value: Any) -> bool:
     raise ValueError("must be true or false")
 
 
-def setting(
-    default: Any,
-    description: str = "",
-    *,
-    ge: float | None = None,
-    gt: float | None = None,
-    le: float | None = None,
-) -> Any:
-    """Declares a field of Settings (typed `Any` so that `name: int = setting(...)` checks)."""
-    return Setting(default, description, ge=ge, gt=gt, le=le)
+def setting(default: Any, description: str = "", **bounds: float) -> Any:
+    """Declares a field of Settings: `Setting(...)` typed `Any`, so that `name: int =
+    setting(...)` type-checks."""
+    return Setting(default, description, **bounds)
 
 
 class Settings:
