@@ -204,3 +204,32 @@ def test_no_partition_outlives_its_items(stack: LocalStack) -> None:
     table = _table(stack)
     assert stack.sweeper.deleted == 19
     assert dict(table.items) == {}
+
+
+def test_the_thread_reads_the_items_once_a_minute_unless_expiry_is_shifted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without A2A_LOCAL_TTL_SECONDS nothing a stack writes expires for days: the background
+    sweeps trim streams and executions every interval but read the table's items once a
+    minute (a whole-table read). With a shift, every sweep reads them; `sweep()` always does."""
+    reads: list[int] = []
+    trims: list[int] = []
+    monkeypatch.setattr(ttl, "expire_items", lambda *args, **kwargs: reads.append(1) or 0)
+    monkeypatch.setattr(ttl, "trim_stream", lambda *args, **kwargs: trims.append(1) or 0)
+    monkeypatch.setattr(ttl, "drop_finished_executions", lambda: 0)
+    monkeypatch.setattr(ttl, "forget_finished_threads", lambda: 0)
+    for shift, expected in ((0.0, 1), (30.0, None)):
+        reads.clear()
+        trims.clear()
+        sweeper = ttl.Sweeper(lambda: [object()], lambda: None, shift=shift, interval=0.01)
+        sweeper.start()
+        time.sleep(0.3)
+        sweeper.stop()
+        assert len(trims) >= 5, trims  # streams are trimmed at every sweep either way
+        if expected is None:
+            assert len(reads) >= 5, reads  # every sweep
+        else:
+            assert len(reads) == expected, reads  # the first sweep, then not within a minute
+    reads.clear()
+    ttl.Sweeper(lambda: [object()], lambda: None).sweep()
+    assert reads == [1]
