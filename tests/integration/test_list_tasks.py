@@ -444,6 +444,16 @@ def test_a_context_opened_by_a_task_is_read_from_its_opening_on(local_stack: Loc
     assert page_examined <= 30 + 3 + 11, page_examined
     assert count_examined <= 30 + 3, count_examined
 
+    # An opener whose creation time does not parse (odd stored data): the whole index.
+    client.update_item(
+        TableName=local_stack.env["TABLE_NAME"],
+        Key={"pk": {"S": f"T#{opener_id}"}, "sk": {"S": "H"}},
+        UpdateExpression="SET createdAt = :odd",
+        ExpressionAttributeValues={":odd": {"S": "not a time"}},
+    )
+    records, token = store.list_tasks(ListQuery(owner=owner, context_id=opener_id, page_size=10))
+    assert [r.task_id for r in records] == ids and token is None
+
     # Without an opener of this owner: the whole index, as before.
     for context_id, who in (("old", owner), (opener_id, uid("mallory"))):
         records, token = store.list_tasks(

@@ -314,8 +314,11 @@ class DynamoDBTaskListing(DynamoDBTable):
             or "createdAt" not in item
         ):
             return None
-        created = datetime.fromisoformat(item["createdAt"]["S"])
-        return format_timestamp(created - self.context_floor_margin)
+        try:
+            created = datetime.fromisoformat(item["createdAt"]["S"])
+            return format_timestamp(created - self.context_floor_margin)
+        except (ValueError, OverflowError):  # odd stored data: no floor, the whole index
+            return None
 
     def _count_context(self, owner: str, context_id: str) -> int:
         """The context's counter (the tasks that joined it) and, when it is the caller's, the
