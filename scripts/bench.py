@@ -518,10 +518,19 @@ def template_functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def function_memory(template: dict[str, Any]) -> dict[str, int]:
-    """Each function's MemorySize (its own, or the Globals')."""
-    default = int(((template.get("Globals") or {}).get("Function") or {}).get("MemorySize", 128))
+    """Each function's MemorySize (its own, or the Globals'; a parameter's default)."""
+    defaults = {
+        name: spec.get("Default") for name, spec in (template.get("Parameters") or {}).items()
+    }
+
+    def megabytes(value: Any) -> int:
+        return int(defaults[value["Ref"]] if isinstance(value, dict) else value)
+
+    default = megabytes(
+        ((template.get("Globals") or {}).get("Function") or {}).get("MemorySize", 128)
+    )
     return {
-        name: int(props.get("MemorySize", default))
+        name: megabytes(props["MemorySize"]) if "MemorySize" in props else default
         for name, props in template_functions(template).items()
     }
 

@@ -67,6 +67,19 @@ def test_state_machine_type_comes_from_the_parameter(cfn: dict[str, Any]) -> Non
     }
 
 
+def test_the_flow_workers_memory_is_a_parameter(cfn: dict[str, Any]) -> None:
+    """Lambda's CPU follows memory: a flow waiting on a model needs little, a CPU-bound one
+    more. The default keeps the measured figures (docs/cost.md)."""
+    props = cfn["Resources"]["FlowWorkerFunction"]["Properties"]
+    assert props["MemorySize"] == {"Ref": "FlowWorkerMemorySize"}
+    parameter = cfn["Parameters"]["FlowWorkerMemorySize"]
+    assert (parameter["Default"], parameter["MinValue"], parameter["MaxValue"]) == (
+        1024,
+        128,
+        10240,
+    )
+
+
 def test_run_step_retries_transient_lambda_errors_and_catches_the_rest(
     cfn: dict[str, Any],
 ) -> None:
