@@ -92,3 +92,18 @@ def test_a_flow_that_cannot_load_stops_the_stack_at_startup(user_dir: Path) -> N
     assert result.returncode == 2, result.stdout + result.stderr
     assert "cannot load the flow 'my_agent.missing:flow'" in result.stderr
     assert "ModuleNotFoundError" in result.stderr
+
+
+def test_a_bad_setting_stops_the_stack_at_startup_naming_it(user_dir: Path) -> None:
+    """A variable exported before the command wins over the template's: a bad one is named."""
+    result = subprocess.run(
+        [str(DEV_SCRIPT), "--port", str(_port())],
+        cwd=user_dir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "STREAM_MAX_SECONDS": "abc"},
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "invalid settings: STREAM_MAX_SECONDS must be a number (got 'abc')" in result.stderr
+    assert "cannot load the flow" not in result.stderr

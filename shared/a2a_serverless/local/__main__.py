@@ -105,7 +105,7 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
 
     stack = LocalStack(root=root, parameters=parameters).start()
     try:
-        problem = _flow_problem()
+        problem = _startup_problem()
         if problem:
             # Refused at startup, not at the first message (a task FAILED with an import error).
             print(f"{prog}: {problem}", file=sys.stderr, flush=True)
@@ -131,10 +131,16 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
     return 0
 
 
-def _flow_problem() -> str | None:
-    """Why the stack's flow cannot be served (None: it loads)."""
+def _startup_problem() -> str | None:
+    """Why the stack cannot serve: its settings (a variable exported before the command wins
+    over the template's) or its flow; None when both load."""
     from a2a_serverless import wiring
+    from a2a_serverless.settings import SettingsError, get_settings
 
+    try:
+        get_settings()
+    except SettingsError as exc:
+        return str(exc)
     spec = os.environ.get("FLOW", "")
     try:
         wiring.get_flow()
