@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import operator
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -527,19 +528,16 @@ def _after_start(
         return candidates  # moto's other orders (no index range key): leave them to it
     attributes = (ranges[0], table.hash_key_attr, table.range_key_attr)
 
-    def plain(value: Any) -> Any:
-        return float(value.value) if value.type == "N" else value.value
-
     keyed = []
     for item in candidates:
         values = [item.attrs.get(a) for a in attributes]
         if any(v is None for v in values):
             continue  # no entry of the index (moto's query skips it too)
-        keyed.append((tuple(plain(v) for v in values), item))
+        keyed.append((tuple(_plain(v) for v in values), item))
     keyed.sort(key=lambda pair: pair[0], reverse=not forward)
     if start is not None:
         try:
-            mark = tuple(plain(DynamoType(start[a])) for a in attributes)
+            mark = tuple(_plain(DynamoType(start[a])) for a in attributes)
         except (KeyError, TypeError, ValueError):
             return candidates  # a start key moto will refuse or read its own way
         keyed = [p for p in keyed if (p[0] > mark if forward else p[0] < mark)]
@@ -557,35 +555,43 @@ def _after_start(
     return [item for _, item in keyed]
 
 
+def _plain(value: Any) -> Any:
+    """A moto DynamoType's value to compare in Python: numbers as floats, strings as they are."""
+    return float(value.value) if value.type == "N" else value.value
+
+
+_KEY_COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
+    "=": operator.eq,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
 def _range_test(condition: tuple[str, list[Any]]) -> Callable[[Any], bool] | None:
     """A key condition on a range key as a test of one item's value (a moto DynamoType), for
     strings (code point order is UTF-8 byte order, DynamoDB's) and numbers; None for what it
     cannot judge (binary values, an operator it does not know)."""
-    operator, operands = condition[0].upper(), condition[1]
+    name, operands = condition[0].upper(), condition[1]
     kinds = {o.type for o in operands}
     if len(kinds) != 1 or not kinds <= {"S", "N"}:
         return None
     kind = kinds.pop()
 
-    def plain(value: Any) -> Any:
-        return float(value.value) if kind == "N" else value.value
+    bounds = [_plain(o) for o in operands]
 
-    bounds = [plain(o) for o in operands]
-    tests: dict[str, Callable[[Any], bool]] = {
-        "=": lambda v: v == bounds[0],
-        "<": lambda v: v < bounds[0],
-        "<=": lambda v: v <= bounds[0],
-        ">": lambda v: v > bounds[0],
-        ">=": lambda v: v >= bounds[0],
-    }
-    if operator == "BETWEEN" and len(bounds) == 2:
-        tests["BETWEEN"] = lambda v: bounds[0] <= v <= bounds[1]
-    if operator == "BEGINS_WITH" and kind == "S":
-        tests["BEGINS_WITH"] = lambda v: v.startswith(bounds[0])
-    test = tests.get(operator)
-    if test is None:
-        return None
-    return lambda value: value.type == kind and test(plain(value))
+    def on_plain(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
+        return lambda value: value.type == kind and test(_plain(value))
+
+    if name == "BETWEEN" and len(bounds) == 2:
+        return on_plain(lambda v: bounds[0] <= v <= bounds[1])
+    if name == "BEGINS_WITH" and kind == "S":
+        return on_plain(lambda v: v.startswith(bounds[0]))
+    compare = _KEY_COMPARISONS.get(name)
+    if compare is not None and len(bounds) == 1:
+        return on_plain(lambda v: compare(v, bounds[0]))
+    return None
 
 
 # Per table: index name -> (its first hash key attribute, value -> item keys, item key -> value).

@@ -94,10 +94,11 @@ class DynamoDBTaskListing(DynamoDBTable):
             kwargs["ExclusiveStartKey"] = keys.start_key(query, cursor)
         want = query.page_size + 1  # one more tells whether another page exists
         narrowed = None
-        if query.context_id is not None:
+        context_id = query.context_id
+        if context_id is not None:
 
             def narrowed() -> dict[str, Any] | None:
-                floor = self._context_floor(query.owner, query.context_id or "")
+                floor = self._context_floor(query.owner, context_id)
                 return None if floor is None else self._list_kwargs(query, floor=floor)
 
         items, stopped_at = self._read_page(kwargs, want, narrowed)
@@ -244,8 +245,7 @@ class DynamoDBTaskListing(DynamoDBTable):
         return self._counted(query)
 
     def _count_entries(self, kwargs: dict[str, Any]) -> int:
-        pages = self._pages(Select="COUNT", Limit=self.count_page_entries, **kwargs)
-        return sum(page.get("Count", 0) for page in pages)
+        return sum(count for count, _ in self._counting(kwargs, self.count_page_entries))
 
     def _count_since(self, query: ListQuery) -> int:
         """Tasks whose status time is at or after `status_after`: the index entries from that
@@ -268,13 +268,16 @@ class DynamoDBTaskListing(DynamoDBTable):
                 return max(0, self._counted(replace(query, status_after=None)) - counted_before)
 
     def _counting(self, kwargs: dict[str, Any], first: int) -> Iterator[tuple[int, bool]]:
-        """(entries counted, whether the range goes on) per COUNT call, `first` entries
-        examined by the first, four times as many by each next, `count_page_entries` at most."""
+        """(entries counted, whether the range goes on) per COUNT call, to the range's end:
+        `first` entries examined by the first call, four times as many by each next,
+        `count_page_entries` at most."""
         limit = min(first, self.count_page_entries)
         while True:
             response = self._db.query(TableName=self._table, Select="COUNT", Limit=limit, **kwargs)
             last = response.get("LastEvaluatedKey")
             yield response.get("Count", 0), last is not None
+            if last is None:
+                return
             kwargs = {**kwargs, "ExclusiveStartKey": last}
             limit = min(limit * 4, self.count_page_entries)
 
