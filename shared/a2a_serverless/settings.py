@@ -120,6 +120,12 @@ class Settings:
 
     table_name: str = setting("a2a-tasks", description="DynamoDB table holding every task item.")
     state_machine_arn: str = setting("", description="ARN of the flow state machine.")
+    workflow_type: Literal["EXPRESS", "STANDARD"] = setting(
+        "EXPRESS",
+        description="The state machine's type (the template's WorkflowType): how long a flow "
+        "step may run (EXPRESS 150 s, STANDARD 900 s), checked against the flow's "
+        "max_step_seconds at init.",
+    )
     flow: str = setting(
         "a2a_serverless.flows.echo:flow",
         description="The agent's flow, as `module:attribute`.",

@@ -30,6 +30,14 @@ class Shout(Flow):
 
 
 flow = Shout()
+
+
+class Research(Shout):
+    name = "research"
+    max_step_seconds = 600
+
+
+research = Research()
 """
 
 
@@ -48,10 +56,12 @@ def user_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_a_flow_in_the_users_folder_is_served(user_dir: Path) -> None:
+def _served_shouts(user_dir: Path, *arguments: str) -> None:
+    """scripts/dev with `arguments`, from the user's folder: it starts, a send is answered by
+    the Shout flow, and Ctrl-C stops it cleanly."""
     port = _port()
     process = subprocess.Popen(
-        [str(DEV_SCRIPT), "--port", str(port), "--flow", "my_agent.flow:flow"],
+        [str(DEV_SCRIPT), "--port", str(port), *arguments],
         cwd=user_dir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -81,6 +91,10 @@ def test_a_flow_in_the_users_folder_is_served(user_dir: Path) -> None:
     assert process.returncode == 0, output
 
 
+def test_a_flow_in_the_users_folder_is_served(user_dir: Path) -> None:
+    _served_shouts(user_dir, "--flow", "my_agent.flow:flow")
+
+
 def test_a_flow_that_cannot_load_stops_the_stack_at_startup(user_dir: Path) -> None:
     result = subprocess.run(
         [str(DEV_SCRIPT), "--port", str(_port()), "--flow", "my_agent.missing:flow"],
@@ -107,3 +121,25 @@ def test_a_bad_setting_stops_the_stack_at_startup_naming_it(user_dir: Path) -> N
     assert result.returncode == 2, result.stdout + result.stderr
     assert "invalid settings: STREAM_MAX_SECONDS must be a number (got 'abc')" in result.stderr
     assert "cannot load the flow" not in result.stderr
+
+
+def test_a_flow_whose_steps_outlast_the_workflow_stops_the_stack_naming_the_one_that_fits(
+    user_dir: Path,
+) -> None:
+    """`max_step_seconds` over EXPRESS's 150 s: refused at startup (not a task failing as timed
+    out 150 s into its step); with the workflow the message names, the same flow is served."""
+    flow = ["--flow", "my_agent.flow:research"]
+    result = subprocess.run(
+        [str(DEV_SCRIPT), "--port", str(_port()), *flow],
+        cwd=user_dir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (
+        "cannot serve the flow 'my_agent.flow:research': the flow's steps may run 600 s "
+        "(max_step_seconds) and WorkflowType=EXPRESS runs a step for at most 150 s: deploy with "
+        "WorkflowType=STANDARD (locally: --param WorkflowType=STANDARD)"
+    ) in result.stderr
+    _served_shouts(user_dir, *flow, "--param", "WorkflowType=STANDARD")

@@ -291,6 +291,8 @@ class ExecutorFlow(Flow):
     first; when its first event is a `Message`, that is the answer (no task is created). Any
     other first event cancels that run and the message becomes a task, whose step runs
     `execute` again: only for executors whose `execute` does nothing before its first event.
+    `max_step_seconds`: the longest one `execute` may run, if you know it (Flow's, checked
+    against the workflow at init: over 150 s needs WorkflowType=STANDARD).
     """
 
     def __init__(
@@ -308,6 +310,7 @@ class ExecutorFlow(Flow):
         output_modes: list[str] | None = None,
         cancel_poll_seconds: float = 2.0,
         direct_replies: bool = False,
+        max_step_seconds: float | None = None,
     ) -> None:
         if not isinstance(executor, AgentExecutor):
             raise TypeError(f"{type(executor).__name__} is not an a2a-sdk AgentExecutor")
@@ -323,6 +326,7 @@ class ExecutorFlow(Flow):
         self.output_modes = list(output_modes or ["text/plain"])
         self.cancel_poll_seconds = cancel_poll_seconds
         self.direct_replies = direct_replies
+        self.max_step_seconds = max_step_seconds
 
     async def step(self, ctx: StepContext) -> Outcome:  # type: ignore[override]
         context = request_context(ctx)

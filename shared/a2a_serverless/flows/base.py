@@ -219,6 +219,10 @@ class Flow:
     extensions: list[AgentExtension] = []
     input_modes: list[str] = ["text/plain"]
     output_modes: list[str] = ["text/plain"]
+    # The longest one step of this flow may run, in seconds, if you know it (None: not
+    # said). A stack whose workflow runs steps for less (WorkflowType=EXPRESS: 150 s) refuses
+    # to start, naming the workflow that fits, instead of failing the long steps as timed out.
+    max_step_seconds: float | None = None
 
     def step(self, ctx: StepContext) -> Outcome:  # pragma: no cover - interface
         raise NotImplementedError
@@ -260,6 +264,39 @@ class Flow:
         if not isinstance(result, Outcome):
             raise TypeError(f"flow step returned {type(result).__name__}, expected Outcome")
         return result
+
+
+# How long each workflow lets one step run: template.yaml's FlowWorkerFunction Timeout (an
+# EXPRESS execution ends at 5 minutes, so its steps get 150 s and their retries the rest).
+STEP_LIMIT_SECONDS = {"EXPRESS": 150, "STANDARD": 900}
+
+
+def step_length_problem(flow: Flow, workflow_type: str) -> str | None:
+    """Why `flow` cannot run on `workflow_type` (its declared `max_step_seconds` is longer
+    than the workflow lets a step run, or is no number of seconds); None when it can."""
+    declared = flow.max_step_seconds
+    if declared is None:
+        return None
+    if isinstance(declared, bool) or not isinstance(declared, int | float) or not declared > 0:
+        return f"max_step_seconds must be a positive number of seconds, got {declared!r}"
+    longest = max(STEP_LIMIT_SECONDS.values())
+    if declared > longest:
+        return (
+            f"max_step_seconds is {declared:g}, and no workflow runs a step for more than "
+            f"{longest} s (Lambda's limit): split the work into steps (Outcome.next_step())"
+        )
+    limit = STEP_LIMIT_SECONDS.get(workflow_type)
+    if limit is not None and declared > limit:
+        fits = min(
+            (name for name, seconds in STEP_LIMIT_SECONDS.items() if seconds >= declared),
+            key=STEP_LIMIT_SECONDS.__getitem__,
+        )
+        return (
+            f"the flow's steps may run {declared:g} s (max_step_seconds) and "
+            f"WorkflowType={workflow_type} runs a step for at most {limit} s: deploy with "
+            f"WorkflowType={fits} (locally: --param WorkflowType={fits})"
+        )
+    return None
 
 
 async def _await(awaitable: Any) -> Any:

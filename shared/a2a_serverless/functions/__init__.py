@@ -80,13 +80,16 @@ class FlowLoadError(RuntimeError):
 
 def flow_at_init() -> Flow:
     """The configured flow, loaded now (Lambda init), or a FlowLoadError that says which
-    FLOW and why: an import error, a missing attribute, an object that is not a flow."""
+    FLOW and why: an import error, a missing attribute, an object that is not a flow, steps
+    longer than the workflow runs them (its `max_step_seconds`)."""
     from a2a_serverless import wiring
+    from a2a_serverless.flows.base import step_length_problem
     from a2a_serverless.settings import get_settings
 
-    spec = get_settings().flow
+    settings = get_settings()
+    spec = settings.flow
     try:
-        return wiring.get_flow()
+        flow = wiring.get_flow()
     except Exception as exc:  # whatever the user's module raised
         hint = (
             " (its module must be in the layer or the function's code)"
@@ -96,6 +99,10 @@ def flow_at_init() -> Flow:
         raise FlowLoadError(
             f"cannot load the flow FLOW={spec!r}: {type(exc).__name__}: {exc}{hint}"
         ) from exc
+    problem = step_length_problem(flow, settings.workflow_type)
+    if problem:
+        raise FlowLoadError(f"cannot serve the flow FLOW={spec!r}: {problem}")
+    return flow
 
 
 def after_restore() -> None:
