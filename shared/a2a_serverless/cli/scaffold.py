@@ -184,6 +184,9 @@ class {cls}(Flow):
             examples=["hello there"],
         )
     ]
+    # The longest one step may run, in seconds: over 150 needs WorkflowType=STANDARD
+    # (samconfig.toml's parameter_overrides); an EXPRESS stack refuses to start otherwise.
+    max_step_seconds = 30
 
     def step(self, ctx: StepContext) -> Outcome:
         words = len(ctx.text.split())
