@@ -7,6 +7,7 @@ import base64
 import itertools
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from a2a_serverless import wiring
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.models import TaskState
-from a2a_serverless.store import ListQuery, TaskStore
+from a2a_serverless.store import ListQuery, TaskStore, keys
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
 from tests.contract.cases import T0, chunk, create, message, move, uid
 from tests.fakes import InMemoryTaskStore
@@ -460,6 +461,99 @@ def test_a_context_opened_by_a_task_is_read_from_its_opening_on(local_stack: Loc
             ListQuery(owner=who, context_id=context_id, page_size=200)
         )
         assert len(records) == (120 if who == owner else 0) and token is None
+
+
+def test_a_context_a_client_named_is_read_from_its_counters_first_task_on(
+    local_stack: LocalStack,
+) -> None:
+    """A context the client named (no task opened it): its counter keeps the creation time of
+    the first task it counted (`keys.context_since`), so a page and a count with a state stop
+    there, less the clock margin, as for a context opened by a task; still so after a task of
+    it expired. A counter from before that time was kept (tasks it counts may be older) reads
+    the whole index, as does another owner's listing of the same context id."""
+    from boto3.dynamodb.types import TypeDeserializer
+
+    client = ddb()
+    table_name = local_stack.env["TABLE_NAME"]
+    store = DynamoDBTaskStore(client, table_name)
+    owner = uid("owner")
+    for i in range(120):  # older than the context: never examined once the floor is known
+        create(store, owner, context_id="elsewhere", at=T0 - timedelta(hours=1, seconds=120 - i))
+    first = create(store, owner, context_id="conv-1", at=T0)
+    later = [
+        create(store, owner, context_id="conv-1", at=T0 + timedelta(seconds=s)) for s in (5, 9)
+    ]
+    early = create(store, owner, context_id="conv-1", at=T0 - timedelta(seconds=30))  # clocks
+    for i in range(30):  # newer tasks of other contexts
+        create(store, owner, context_id="new", at=T0 + timedelta(minutes=5, seconds=i))
+    move(store, later[0], TaskState.COMPLETED, 2, at=T0 + timedelta(seconds=6))
+
+    # The task created at T0 + 9 s expires: the counter still says since when it counts.
+    gone = later[1]
+    old = client.get_item(
+        TableName=table_name, Key={"pk": {"S": f"T#{gone.task_id}"}, "sk": {"S": "H"}}
+    )
+    client.delete_item(TableName=table_name, Key={"pk": old["Item"]["pk"], "sk": old["Item"]["sk"]})
+    image = {k: TypeDeserializer().deserialize(v) for k, v in old["Item"].items()}
+    assert store.forget_expired(image) is True
+    counter_key = {"pk": {"S": f"O#{owner}"}, "sk": {"S": "X#conv-1"}}
+    counter = client.get_item(TableName=table_name, Key=counter_key)["Item"]
+    assert keys.context_since(counter) == "2026-01-01T00:00:00.000Z"
+    assert (counter["all"], counter["sinceN"], counter["gone"]) == (
+        {"N": "3"},
+        {"N": "4"},
+        {"N": "1"},
+    )
+
+    def reads(query: ListQuery) -> tuple[list[str], str | None, int, int, int]:
+        examined: list[int] = []
+
+        def on_call(parsed: dict[str, Any], **_: Any) -> None:
+            examined.append(parsed.get("ScannedCount", 0))
+
+        client.meta.events.register("after-call.dynamodb.Query", on_call)
+        try:
+            records, token = store.list_tasks(query)
+            page_examined = sum(examined)
+            examined.clear()
+            count = store.count_tasks(replace(query, state=TaskState.SUBMITTED))
+            count_examined = sum(examined)
+        finally:
+            client.meta.events.unregister("after-call.dynamodb.Query", on_call)
+        return [r.task_id for r in records], token, count, page_examined, count_examined
+
+    expected = [later[0].task_id, first.task_id, early.task_id]
+    ids, token, count, page_examined, count_examined = reads(
+        ListQuery(owner=owner, context_id="conv-1", page_size=10)
+    )
+    assert ids == expected and token is None
+    assert count == 2  # the first and the early one are still SUBMITTED
+    # 30 newer + the context's 3 (+ the first Query's overshoot), never the 120 older ones.
+    assert page_examined <= 30 + 3 + 11, page_examined
+    assert count_examined <= 30 + 3, count_examined
+
+    # A counter kept from before `since` (simulated: its new attributes taken off, then one
+    # more task counted): the tasks it counts may be older than its `since`, so no floor.
+    client.update_item(
+        TableName=table_name, Key=counter_key, UpdateExpression="REMOVE since, sinceN, gone"
+    )
+    joined = create(store, owner, context_id="conv-1", at=T0 + timedelta(seconds=20))
+    counter = client.get_item(TableName=table_name, Key=counter_key)["Item"]
+    assert (
+        counter["since"] == {"S": "2026-01-01T00:00:20.000Z"}
+        and keys.context_since(counter) is None
+    )
+    ids, token, count, page_examined, count_examined = reads(
+        ListQuery(owner=owner, context_id="conv-1", page_size=10)
+    )
+    assert ids == [joined.task_id, *expected] and token is None and count == 3
+    assert page_examined >= 150 and count_examined >= 150  # the whole index
+
+    # Another owner's listing of the same context id: its own (absent) counter, nothing.
+    ids, token, count, _, _ = reads(
+        ListQuery(owner=uid("mallory"), context_id="conv-1", page_size=10)
+    )
+    assert ids == [] and token is None and count == 0
 
 
 def test_listing_a_context_through_the_function(local_stack: LocalStack, alice: A2A) -> None:

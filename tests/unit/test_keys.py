@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -259,3 +260,24 @@ def test_the_first_message_is_the_headers_up_to_the_size_bound() -> None:
     over, header = message("é" * (room // 2) + "x" * (room % 2 + 1)), dict(base)
     assert not keys.with_first_message(header, over) and header == base
     assert keys.item_bytes(base) == (2 + 3) + (2 + 1) + (6 + 2)  # names + values; N "1": 2
+
+
+@pytest.mark.parametrize(
+    ("counter", "since"),
+    [
+        ({"all": {"N": "1"}}, None),  # no `since`: a counter from before it, or none yet
+        ({"since": {"S": "T"}, "all": {"N": "1"}, "sinceN": {"N": "1"}}, "T"),
+        # two counted, one of them expired since: it still says
+        ({"since": {"S": "T"}, "all": {"N": "1"}, "sinceN": {"N": "2"}, "gone": {"N": "1"}}, "T"),
+        # it counted a task before `since` was set (3 now, 1 since): older tasks may be there
+        ({"since": {"S": "T"}, "all": {"N": "3"}, "sinceN": {"N": "1"}}, None),
+        # ... and after those older ones expired too: it never says again
+        ({"since": {"S": "T"}, "all": {"N": "1"}, "sinceN": {"N": "1"}, "gone": {"N": "2"}}, None),
+        # made by an expiry that found no counter (started at -1): no `since`
+        ({"all": {"N": "-1"}, "gone": {"N": "1"}}, None),
+    ],
+)
+def test_a_context_counter_says_since_when_it_counts_only_when_it_counted_nothing_before(
+    counter: dict[str, Any], since: str | None
+) -> None:
+    assert keys.context_since(counter) == since

@@ -13,7 +13,8 @@ retry records sit in the single table (see template.yaml `TasksTable`):
 - `O#{owner}`: the ListTasks counters, `N#{shard}` per owner (all tasks and per state) and
   `X#{contextId}` per context (the tasks that joined it: written when such a task is created
   or expires only; the task that opened a context, whose id is the context's, counts itself
-  there: `opens_context`).
+  there: `opens_context`). A context counter also says since when it counts
+  (`context_since`): where a read of the context's index entries may stop.
 - `D#{owner}#{messageId}` / `D`: the SendMessage retry record.
 - `T#{taskId}` / `Z`: the marker that an expired task was taken off the counters (idempotent
   stream consumer); it expires itself a few days later.
@@ -81,6 +82,12 @@ EXPIRED_MARKER_SECONDS = 3 * 86400  # outlives the stream's 24 h retention (rede
 # order, and a task's removal must find its counters (a recreated one would start at -1).
 COUNTER_TTL_MARGIN_SECONDS = 14 * 86400
 OWNER_COUNTER_SHARDS = 8
+# A context counter's floor (`context_since`): `since`, the creation time of the first task it
+# counted (set once); `sinceN`, the tasks it counted from then on; `gone`, the tasks it took
+# off (TTL). `all` is what it counts now.
+CONTEXT_SINCE = "since"
+CONTEXT_SINCE_COUNT = "sinceN"
+CONTEXT_GONE = "gone"
 LAST_SEQ = 9_999_999_999  # the largest seq an event sort key holds
 
 INDEX_BY_OWNER = "byOwner"
@@ -229,6 +236,25 @@ def owner_pk(owner: str) -> dict[str, str]:
 
 def context_counter_sk(context_id: str) -> str:
     return f"{CONTEXT_COUNTER_PREFIX}{context_id}"
+
+
+def context_since(counter: dict[str, Any]) -> str | None:
+    """The creation time no task a context counter counts is older than (clocks aside), or
+    None when it cannot say. Every task it ever counted was counted once in `sinceN` (from
+    `since` on) and, once gone, once in `gone`: so `sinceN == all + gone` exactly when it
+    counted no task before `since` existed. A counter from before these attributes counts
+    such tasks too (its `all` did not start at 0 with `sinceN`) and never says, until it
+    expires with the last of them."""
+    since = counter.get(CONTEXT_SINCE, {}).get("S")
+    if since is None:
+        return None
+
+    def number(name: str) -> int:
+        return int(counter.get(name, {"N": "0"})["N"])
+
+    if number(CONTEXT_SINCE_COUNT) != number("all") + number(CONTEXT_GONE):
+        return None
+    return str(since)
 
 
 def opens_context(task_id: str, context_id: str) -> bool:

@@ -47,8 +47,10 @@ class DynamoDBTaskListing(DynamoDBTable):
     count_page_entries = 5_000
 
     # A context opened by a task (named after it, `keys.opens_context`) holds no task whose
-    # status time is earlier than that task's creation: less this margin for the functions'
-    # clocks, that is where a read of the context's entries can stop (`_context_floor`).
+    # status time is earlier than that task's creation, nor a context a client named any task
+    # older than its counter's first (`keys.context_since`): less this margin for the
+    # functions' clocks, that is where a read of the context's entries can stop
+    # (`_context_floor`).
     context_floor_margin = timedelta(minutes=1)
 
     def _list_kwargs(
@@ -297,31 +299,41 @@ class DynamoDBTaskListing(DynamoDBTable):
         return max(0, sum(int(i.get(name, {"N": "0"})["N"]) for i in shards))
 
     def _context_floor(self, owner: str, context_id: str) -> str | None:
-        """The lowest index sort key a task of the context can have, when the context was
-        opened by a task of this owner (whose header says when): its creation time, less
-        `context_floor_margin`. None otherwise (a context named by a client, or whose opener
-        has expired): its entries may be anywhere in the owner's index."""
+        """The lowest index sort key a task of the context can have, less
+        `context_floor_margin` for the functions' clocks: the creation time of the task that
+        opened it, when that is this owner's task (its header says when); otherwise (a context
+        named by a client, or whose opener has expired) the time its counter counts from
+        (`keys.context_since`). None when neither says: its entries may be anywhere in the
+        owner's index."""
         key = keys.task_key(context_id, keys.HEADER)
         if not keys.key_fits(key):
             return None
-        item = self._db.get_item(
+        opener = self._db.get_item(
             TableName=self._table,
             Key=key,
             ProjectionExpression="#owner, contextId, createdAt",
             ExpressionAttributeNames={"#owner": "owner"},
         ).get("Item")
-        if (
-            item is None
-            or item.get("owner") != s(owner)
-            or item.get("contextId") != s(context_id)
-            or "createdAt" not in item
+        if opener is not None and (
+            opener.get("owner") == s(owner) and opener.get("contextId") == s(context_id)
         ):
+            since = opener.get("createdAt", {}).get("S")
+        else:
+            since = self._counted_since(owner, context_id)
+        if since is None:
             return None
         try:
-            created = datetime.fromisoformat(item["createdAt"]["S"])
-            return format_timestamp(created - self.context_floor_margin)
+            return format_timestamp(datetime.fromisoformat(since) - self.context_floor_margin)
         except (ValueError, OverflowError):  # odd stored data: no floor, the whole index
             return None
+
+    def _counted_since(self, owner: str, context_id: str) -> str | None:
+        """`keys.context_since` of the owner's counter of the context (None without one)."""
+        counter = self._db.get_item(
+            TableName=self._table,
+            Key={"pk": keys.owner_pk(owner), "sk": s(keys.context_counter_sk(context_id))},
+        ).get("Item")
+        return None if counter is None else keys.context_since(counter)
 
     def _count_context(self, owner: str, context_id: str) -> int:
         """The context's counter (the tasks that joined it) and, when it is the caller's, the

@@ -55,10 +55,12 @@ class DynamoDBTaskLog(DynamoDBTable):
 
     # -- writes ----------------------------------------------------------------------------
 
-    def _counter_update(self, owner: str, sk: str, add: dict[str, int]) -> dict[str, Any]:
+    def _counter_update(
+        self, owner: str, sk: str, add: dict[str, int], since: str | None = None
+    ) -> dict[str, Any]:
         """ADD to counters of one counter item, its TTL refreshed so the counters outlive the
         owner's last task (by a margin: TTL deletes late, and the task's removal must still
-        find its counters to decrement) and then go too."""
+        find its counters to decrement) and then go too. `since`: set it, unless set."""
         names = {f"#c{i}": name for i, name in enumerate(add)}
         names["#ttl"] = keys.EXPIRES
         values = {f":v{i}": n(delta) for i, delta in enumerate(add.values())}
@@ -66,6 +68,10 @@ class DynamoDBTaskLog(DynamoDBTable):
         expression = (
             "ADD " + ", ".join(f"#c{i} :v{i}" for i in range(len(add))) + " SET #ttl = :ttl"
         )
+        if since is not None:
+            names["#since"] = keys.CONTEXT_SINCE
+            values[":since"] = s(since)
+            expression += ", #since = if_not_exists(#since, :since)"
         return {
             "TableName": self._table,
             "Key": {"pk": keys.owner_pk(owner), "sk": s(sk)},
@@ -75,11 +81,17 @@ class DynamoDBTaskLog(DynamoDBTable):
         }
 
     def _counter_updates(
-        self, owner: str, context_id: str | None, add: dict[str, int]
+        self,
+        owner: str,
+        context_id: str | None,
+        add: dict[str, int],
+        created_at: str | None = None,
     ) -> list[tuple[str, dict[str, Any]]]:
         """ADD `add` to one random shard of the owner's counters and, when `context_id` is
         given (a task created or expired that joined an existing context), its `all` to the
-        context's counter.
+        context's counter, with what `keys.context_since` reads: a created task (its
+        `created_at` given) counted in `sinceN` and, on the counter's first count, its creation
+        time as `since`; an expired one in `gone`.
 
         Shards spread the owner's hot item (every transition of every task of that owner
         touches it) so concurrent transactions rarely conflict. A state change touches the
@@ -90,7 +102,12 @@ class DynamoDBTaskLog(DynamoDBTable):
         updates = [("counter", {"Update": self._counter_update(owner, shard, add)})]
         if context_id is not None:
             context_add = {"all": add["all"]}
-            update = self._counter_update(owner, keys.context_counter_sk(context_id), context_add)
+            if created_at is not None:
+                context_add[keys.CONTEXT_SINCE_COUNT] = add["all"]
+            else:
+                context_add[keys.CONTEXT_GONE] = -add["all"]
+            sk = keys.context_counter_sk(context_id)
+            update = self._counter_update(owner, sk, context_add, since=created_at)
             updates.append(("counter", {"Update": update}))
         return updates
 
@@ -165,7 +182,7 @@ class DynamoDBTaskLog(DynamoDBTable):
                 ("header", self._put(header, NEW_ITEM)),
                 *first,
                 *self._counter_updates(
-                    record.owner, _joined(record.task_id, record.context_id), counts
+                    record.owner, _joined(record.task_id, record.context_id), counts, created_at
                 ),
                 *self._optional_puts(record.task_id, dedupe, push_config),
             ]
