@@ -1151,6 +1151,7 @@ LOCAL_KEYS = (
     "ratio_vs_sdk_inmemory",
     "list_p50_ms_5000_stored",
     "list_filtered_p50_ms_5000_stored",
+    "list_client_context_p50_ms_5000_stored",
     "list_since_p50_ms_5000_stored",
 )
 
@@ -1238,6 +1239,8 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append(
             f"local ListTasks with 5,000 stored: p50 {_fmt(listed)} ms a page of 50, "
             f"{_fmt(filtered)} ms filtered (worst case: the filter's budget read), "
+            f"{_fmt(report.get('list_client_context_p50_ms_5000_stored'))} ms by a context a "
+            f"client named, "
             f"{_fmt(report.get('list_since_p50_ms_5000_stored'))} ms since a time before all"
         )
     breakdown = report.get("usd_breakdown_per_million_tasks") or {}

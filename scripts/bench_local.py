@@ -17,11 +17,15 @@ server process's CPU or GIL):
 - stream_p95_ms_8_streams: 8 concurrent `POST /message:stream`, a flow emitting a chunk every
   100 ms stamped with its emit time (`metadata.emittedAt`); p95 of receive - emit.
 - list_p50_ms_5000_stored / list_filtered_p50_ms_5000_stored: `GET /tasks?pageSize=50`, and
-  the same filtered by the context of a task older than every stored one (its page examines
-  the owner's whole index, up to the store's budget: the worst case of a filter), with the
-  `stored` tasks in the table (first pair); median latency.
-- list_since_p50_ms_5000_stored: the same page of 50 with `statusTimestampAfter` the time of
-  that oldest task (a client syncing everything since then: `totalSize` counts the smaller
+  the same filtered by a context none of the caller's tasks is in (its page examines the
+  owner's whole index, up to the store's budget: the worst case of a filter), with the
+  `stored` tasks in the table (first pair; stamped STORED_AGE before they were copied, as an
+  owner's older tasks are); median latency.
+- list_client_context_p50_ms_5000_stored: the same page of 50 filtered by a context a client
+  named (3 tasks sent with it after the stored ones): the page reads the index from that
+  context's first task on (its counter says when, less a minute for clocks), not to the end.
+- list_since_p50_ms_5000_stored: the same page of 50 with `statusTimestampAfter` a time before
+  every stored task (a client syncing everything since then: `totalSize` counts the smaller
   side of the time, the few entries before it).
 - sdk_inmemory_tasks_per_second: the first figure's workload against an a2a-sdk server
   (DefaultRequestHandler, InMemoryTaskStore, an echo AgentExecutor, its REST routes) served
@@ -39,6 +43,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -48,6 +53,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +63,11 @@ TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"}
 TIMED_CHUNKS = 20
 TIMED_INTERVAL_SECONDS = 0.1
 PAIRS = 3  # runs without and with the stored tasks, alternated (the medians are the figures)
+# The stored tasks' times, this long before the task they are copied from: an owner's older
+# tasks, not all of the last minute.
+STORED_AGE = timedelta(hours=1)
+# An ISO 8601 UTC time as the store writes them (index sort keys, status JSON, createdAt).
+ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -103,8 +114,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def _message(text: str, immediate: bool = False) -> dict[str, Any]:
+def _message(text: str, immediate: bool = False, context_id: str | None = None) -> dict[str, Any]:
     message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+    if context_id is not None:
+        message["contextId"] = context_id
     return {"message": message, "configuration": {"returnImmediately": True} if immediate else {}}
 
 
@@ -291,12 +304,14 @@ def _client_main(request: str) -> int:
 # -- stored tasks -----------------------------------------------------------------------------
 
 
-def _send(url: str, headers: dict[str, str], text: str) -> dict[str, Any]:
-    """One blocking echo task (its Task)."""
+def _send(
+    url: str, headers: dict[str, str], text: str, context_id: str | None = None
+) -> dict[str, Any]:
+    """One blocking echo task (its Task), in `context_id` when given."""
     import httpx
 
     with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
-        response = client.post("/message:send", json=_message(text))
+        response = client.post("/message:send", json=_message(text, context_id=context_id))
         response.raise_for_status()
         return dict(response.json()["task"])
 
@@ -325,7 +340,7 @@ def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str)
             for _ in range(min(200, count - start)):
                 new_id = str(uuid.uuid4())
                 for attributes in originals:
-                    item = table.put_item(_renamed(attributes, task_id, new_id))
+                    item = table.put_item(_aged(_renamed(attributes, task_id, new_id)))
                     keys.append((item.hash_key, item.range_key))
     return keys
 
@@ -361,6 +376,21 @@ def _no_stream_records(table: Any) -> Iterator[None]:
 def _key_names(table: Any, item: Any, task_id: str) -> bool:
     keys = [item.hash_key.value] + ([item.range_key.value] if item.range_key else [])
     return any(task_id in str(value) for value in keys)
+
+
+def _aged(value: Any) -> Any:
+    """`value` with every time in its strings STORED_AGE earlier."""
+    from a2a_serverless.models import format_timestamp
+
+    if isinstance(value, str):
+        return ISO_TIME.sub(
+            lambda m: format_timestamp(datetime.fromisoformat(m.group()) - STORED_AGE), value
+        )
+    if isinstance(value, dict):
+        return {k: _aged(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_aged(v) for v in value]
+    return value
 
 
 def _renamed(value: Any, old: str, new: str) -> Any:
@@ -488,12 +518,13 @@ def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> 
         empties, ratios = [], []
         for pair in range(1 if quick else PAIRS):
             empty = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
-            if pair == 0:
-                oldest = _send(url, headers, "a task before the stored ones")
-                oldest_context = oldest["contextId"]
+            before_stored = datetime.now(UTC) - STORED_AGE - timedelta(minutes=1)
             keys = preload(stack, stored, headers, url)
             full = run("non_blocking", url, clients=clients, tasks=tasks, headers=headers)
             if pair == 0:
+                conversation = f"bench-conversation-{uuid.uuid4()}"  # a context a client named
+                for turn in range(3):
+                    _send(url, headers, f"in a conversation {turn}", context_id=conversation)
                 figures["list_p50_ms_5000_stored"] = run(
                     "list", url, samples=5, headers=headers, query={"pageSize": 50}
                 )
@@ -502,14 +533,24 @@ def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> 
                     url,
                     samples=3,
                     headers=headers,
-                    query={"pageSize": 50, "contextId": oldest_context},
+                    query={"pageSize": 50, "contextId": f"bench-unused-{uuid.uuid4()}"},
+                )
+                figures["list_client_context_p50_ms_5000_stored"] = run(
+                    "list",
+                    url,
+                    samples=5,
+                    headers=headers,
+                    query={"pageSize": 50, "contextId": conversation},
                 )
                 figures["list_since_p50_ms_5000_stored"] = run(
                     "list",
                     url,
                     samples=5,
                     headers=headers,
-                    query={"pageSize": 50, "statusTimestampAfter": oldest["status"]["timestamp"]},
+                    query={
+                        "pageSize": 50,
+                        "statusTimestampAfter": before_stored.isoformat().replace("+00:00", "Z"),
+                    },
                 )
             unload(stack, keys)
             empties.append(empty)

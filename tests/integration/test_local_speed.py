@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -419,7 +420,15 @@ def test_bench_stored_tasks_go_in_and_come_out_again() -> None:
             copied = {k.value.removeprefix("T#") for k, _ in keys}  # the task partitions
             assert len(copied) == 20 and copied <= set(before_unload)
             one = next(iter(copied))
-            assert client.get(f"/tasks/{one}").json()["id"] == one
+            copy = client.get(f"/tasks/{one}").json()
+            assert copy["id"] == one
+            # Stamped STORED_AGE earlier: listed after every task of the run's own.
+            assert set(before_unload[-len(copied) :]) == copied
+            newest = client.get(f"/tasks/{before_unload[0]}").json()["status"]["timestamp"]
+            age = datetime.fromisoformat(newest) - datetime.fromisoformat(
+                copy["status"]["timestamp"]
+            )
+            assert bench.STORED_AGE <= age < bench.STORED_AGE + timedelta(minutes=1)
             items = sum(len(partition) for partition in table.items.values())
             bench.unload(stack, keys)
             assert sorted(listed()) == sorted(set(before_unload) - copied)
