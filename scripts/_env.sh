@@ -4,7 +4,12 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="$ROOT/.venv"
 PYTHON_BIN="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "a2a-serverless: creating $VENV ($("$PYTHON_BIN" --version))" >&2
+  if ! version="$("$PYTHON_BIN" --version 2>&1)"; then
+    echo "a2a-serverless: cannot create $VENV: $PYTHON_BIN does not run (set PYTHON to an interpreter's path):" >&2
+    echo "$version" >&2
+    exit 1
+  fi
+  echo "a2a-serverless: creating $VENV ($version)" >&2
   "$PYTHON_BIN" -m venv "$VENV"
 fi
 STAMP="$VENV/.installed"
