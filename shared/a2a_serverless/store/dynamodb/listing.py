@@ -314,9 +314,7 @@ class DynamoDBTaskListing(DynamoDBTable):
             ProjectionExpression="#owner, contextId, createdAt",
             ExpressionAttributeNames={"#owner": "owner"},
         ).get("Item")
-        if opener is not None and (
-            opener.get("owner") == s(owner) and opener.get("contextId") == s(context_id)
-        ):
+        if opener is not None and _opened(opener, owner, context_id):
             since = opener.get("createdAt", {}).get("S")
         else:
             since = self._counted_since(owner, context_id)
@@ -344,9 +342,15 @@ class DynamoDBTaskListing(DynamoDBTable):
         for item in self._batch_get([counter_key, opener_key]):
             if item["pk"] == counter_key["pk"]:
                 joined = int(item.get("all", {"N": "0"})["N"])
-            elif item.get("owner") == s(owner) and item.get("contextId") == s(context_id):
+            elif _opened(item, owner, context_id):
                 opened = 1
         return max(0, joined) + opened
+
+
+def _opened(header: dict[str, Any], owner: str, context_id: str) -> bool:
+    """Whether a task header (read at `T#{contextId}`) is of the task that opened the context
+    for this owner: the owner's, in that context (`keys.opens_context`)."""
+    return header.get("owner") == s(owner) and header.get("contextId") == s(context_id)
 
 
 def _is_artifact(item: dict[str, Any]) -> bool:
