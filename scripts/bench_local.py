@@ -340,7 +340,7 @@ def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str)
             for _ in range(min(200, count - start)):
                 new_id = str(uuid.uuid4())
                 for attributes in originals:
-                    item = table.put_item(_aged(_renamed(attributes, task_id, new_id)))
+                    item = table.put_item(_copied(attributes, task_id, new_id))
                     keys.append((item.hash_key, item.range_key))
     return keys
 
@@ -378,28 +378,22 @@ def _key_names(table: Any, item: Any, task_id: str) -> bool:
     return any(task_id in str(value) for value in keys)
 
 
-def _aged(value: Any) -> Any:
-    """`value` with every time in its strings STORED_AGE earlier."""
+def _aged_time(match: re.Match[str]) -> str:
+    """A time `ISO_TIME` found, STORED_AGE earlier."""
     from a2a_serverless.models import format_timestamp
 
-    if isinstance(value, str):
-        return ISO_TIME.sub(
-            lambda m: format_timestamp(datetime.fromisoformat(m.group()) - STORED_AGE), value
-        )
-    if isinstance(value, dict):
-        return {k: _aged(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_aged(v) for v in value]
-    return value
+    return format_timestamp(datetime.fromisoformat(match.group()) - STORED_AGE)
 
 
-def _renamed(value: Any, old: str, new: str) -> Any:
+def _copied(value: Any, old: str, new: str) -> Any:
+    """An item's attribute values with task id `old` renamed `new` and every time in their
+    strings STORED_AGE earlier."""
     if isinstance(value, str):
-        return value.replace(old, new)
+        return ISO_TIME.sub(_aged_time, value.replace(old, new))
     if isinstance(value, dict):
-        return {k: _renamed(v, old, new) for k, v in value.items()}
+        return {k: _copied(v, old, new) for k, v in value.items()}
     if isinstance(value, list):
-        return [_renamed(v, old, new) for v in value]
+        return [_copied(v, old, new) for v in value]
     return value
 
 

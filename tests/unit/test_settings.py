@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from a2a_serverless.settings import Settings, SettingsError
@@ -60,7 +62,7 @@ def test_a_bad_value_names_the_variable_the_rule_and_the_value(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str
 ) -> None:
     monkeypatch.setenv(variable, value)
-    with pytest.raises(SettingsError, match=_escaped(says)):
+    with pytest.raises(SettingsError, match=re.escape(says)):
         Settings()
 
 
@@ -85,9 +87,3 @@ def test_every_field_has_a_type_the_parser_knows() -> None:
     """A field of another type would be read as text: each parses its own default."""
     for name, field in Settings.fields.items():
         assert field.parse(field.default) == field.default, name
-
-
-def _escaped(text: str) -> str:
-    import re
-
-    return re.escape(text)
