@@ -79,31 +79,29 @@ class FlowLoadError(RuntimeError):
 
 
 def flow_at_init() -> Flow:
-    """The configured flow, loaded now (Lambda init), or a FlowLoadError (`checked_flow`)."""
-    from a2a_serverless.settings import get_settings
-
-    label = f"FLOW={get_settings().flow!r}"
-    return checked_flow(label, " (its module must be in the layer or the function's code)")
-
-
-def checked_flow(label: str, missing_hint: str) -> Flow:
-    """The configured flow, or a FlowLoadError that says which (`label`) and why: an import
-    error (`missing_hint` after a missing module), a missing attribute, an object that is not
-    a flow, steps longer than the workflow runs them (its `max_step_seconds`)."""
+    """The configured flow, loaded now (Lambda init), or a FlowLoadError that says which
+    FLOW and why: an import error, a missing attribute, an object that is not a flow, steps
+    longer than the workflow runs them (its `max_step_seconds`)."""
     from a2a_serverless import wiring
     from a2a_serverless.flows.base import step_length_problem
     from a2a_serverless.settings import get_settings
 
+    settings = get_settings()
+    spec = settings.flow
     try:
         flow = wiring.get_flow()
     except Exception as exc:  # whatever the user's module raised
-        hint = missing_hint if isinstance(exc, ModuleNotFoundError) else ""
+        hint = (
+            " (its module must be in the layer or the function's code)"
+            if isinstance(exc, ModuleNotFoundError)
+            else ""
+        )
         raise FlowLoadError(
-            f"cannot load the flow {label}: {type(exc).__name__}: {exc}{hint}"
+            f"cannot load the flow FLOW={spec!r}: {type(exc).__name__}: {exc}{hint}"
         ) from exc
-    problem = step_length_problem(flow, get_settings().workflow_type)
+    problem = step_length_problem(flow, settings.workflow_type)
     if problem:
-        raise FlowLoadError(f"cannot serve the flow {label}: {problem}")
+        raise FlowLoadError(f"cannot serve the flow FLOW={spec!r}: {problem}")
     return flow
 
 

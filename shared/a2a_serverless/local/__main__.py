@@ -133,23 +133,28 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
 
 def _startup_problem() -> str | None:
     """Why the stack cannot serve: its settings (a variable exported before the command wins
-    over the template's) or its flow (`functions.checked_flow`: one that does not load, or
-    whose steps run longer than the workflow lets them); None when both are fine."""
-    from a2a_serverless.functions import FlowLoadError, checked_flow
+    over the template's) or its flow (one that does not load, or whose steps run longer than
+    the workflow lets them); None when both are fine."""
+    from a2a_serverless import wiring
+    from a2a_serverless.flows.base import step_length_problem
     from a2a_serverless.settings import SettingsError, get_settings
 
     try:
-        spec = get_settings().flow
+        get_settings()
     except SettingsError as exc:
         return str(exc)
+    spec = os.environ.get("FLOW", "")
     try:
-        checked_flow(
-            repr(spec),
-            " (run the command from the folder that holds the module, or put it on PYTHONPATH)",
+        flow = wiring.get_flow()
+    except Exception as exc:  # whatever the user's module raised
+        hint = (
+            " (run the command from the folder that holds the module, or put it on PYTHONPATH)"
+            if isinstance(exc, ModuleNotFoundError)
+            else ""
         )
-    except FlowLoadError as exc:
-        return str(exc)
-    return None
+        return f"cannot load the flow {spec!r}: {type(exc).__name__}: {exc}{hint}"
+    problem = step_length_problem(flow, get_settings().workflow_type)
+    return f"cannot serve the flow {spec!r}: {problem}" if problem else None
 
 
 if __name__ == "__main__":
