@@ -7,6 +7,7 @@ took (counted, not timed)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -43,6 +44,7 @@ def _patched(patches: moto_patches.Patches) -> None:
     moto_patches.direct_dynamodb_calls(patches)
     moto_patches.parsed_update_expressions_kept(patches)
     moto_patches.processing_maps_kept(patches)
+    moto_patches.planned_updates(patches)
     moto_patches.handler_methods_kept(patches)
     moto_patches.quick_response_values(patches)
     moto_patches.cheap_transactions(patches)
@@ -62,10 +64,22 @@ def _moto(patch: Callable[[moto_patches.Patches], None] | None) -> Iterator[Any]
                 AttributeDefinitions=[
                     {"AttributeName": "pk", "AttributeType": "S"},
                     {"AttributeName": "sk", "AttributeType": "S"},
+                    {"AttributeName": "gpk", "AttributeType": "S"},
+                    {"AttributeName": "gsk", "AttributeType": "S"},
                 ],
                 KeySchema=[
                     {"AttributeName": "pk", "KeyType": "HASH"},
                     {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                GlobalSecondaryIndexes=[
+                    {
+                        "IndexName": "byG",
+                        "KeySchema": [
+                            {"AttributeName": "gpk", "KeyType": "HASH"},
+                            {"AttributeName": "gsk", "KeyType": "RANGE"},
+                        ],
+                        "Projection": {"ProjectionType": "ALL"},
+                    }
                 ],
                 StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
             )
@@ -245,6 +259,142 @@ def test_the_patched_path_answers_as_moto_does() -> None:
     assert got == expected
 
 
+def _planned_scenario(client: Any) -> list[Any]:
+    """Updates of the shape planned_updates applies itself (as the store writes them: SET,
+    if_not_exists, ADD of a number, REMOVE, in transactions too) and, next to each, the
+    updates of that shape moto refuses or answers its own way, which it leaves to moto."""
+    key = {"pk": {"S": "T#9"}, "sk": {"S": "H"}}
+    names = {"#s": "state", "#n": "n", "#at": "at", "#since": "since", "#gone": "gone"}
+
+    def update(expression: str, values: dict[str, Any] | None = None, **extra: Any) -> Any:
+        written = set(re.findall(r"#\w+", expression + extra.get("ConditionExpression", "")))
+        used = {k: v for k, v in names.items() if k in written}
+        arguments: dict[str, Any] = {
+            "TableName": TABLE,
+            "Key": key,
+            "UpdateExpression": expression,
+            "ReturnValues": "ALL_NEW",
+            **({"ExpressionAttributeNames": used} if used else {}),
+            **({"ExpressionAttributeValues": values} if values else {}),
+            **extra,
+        }
+        return partial(client.update_item, **arguments)
+
+    one, text = {"N": "1"}, {"S": "x"}
+    big = {"S": "b" * 300_000}
+    calls: list[Callable[[], dict[str, Any]]] = [
+        # a new item, then the same plan on it: ADD counts on, if_not_exists keeps the first
+        update("SET #s = :s, #at = :t ADD #n :one", {":s": text, ":t": {"S": "1"}, ":one": one}),
+        update("SET #s = :s, #at = :t ADD #n :one", {":s": text, ":t": {"S": "2"}, ":one": one}),
+        update("SET #since = if_not_exists(#since, :t)", {":t": {"S": "first"}}),
+        update("SET #since = if_not_exists(#since, :t)", {":t": {"S": "second"}}),
+        update("SET mirror = if_not_exists(#s, :t), parked = :t", {":t": text}),
+        update("REMOVE parked, #gone"),  # one there, one not
+        update("ADD #n :minus", {":minus": {"N": "-2.5"}}),
+        update("SET gpk = :g, gsk = :g", {":g": text}),  # index keys of the right type
+        update("SET #g = :num", {":num": one}, ExpressionAttributeNames={"#g": "gsk"}),
+        # refused (or answered) by moto's validators: left to them
+        update("SET state = :s", {":s": text}),  # a reserved word
+        update("SET #s = :s, #at = :t", {":s": text}),  # a value not given
+        update(
+            "SET #s = :s, #t = :t",
+            {":s": text, ":t": text},
+            ExpressionAttributeNames={"#s": "state", "#t": "state"},
+        ),  # the same attribute twice
+        update("SET #k = :s", {":s": text}, ExpressionAttributeNames={"#k": "pk"}),
+        update("ADD #s :one", {":one": one}),  # a number added to a string
+        update("ADD #n :x", {":x": text}),  # a string added to a number
+        update("ADD #tags :t", {":t": {"SS": ["a"]}}, ExpressionAttributeNames={"#tags": "t"}),
+        update("SET gpk = :num", {":num": one}),  # an index key of another type
+        update("SET gsk = :empty", {":empty": {"S": ""}}),  # an empty index key
+        update("SET #b1 = :big", {":big": big}, ExpressionAttributeNames={"#b1": "b1"}),
+        update("SET #b2 = :big", {":big": big}, ExpressionAttributeNames={"#b2": "b2"}),  # too big
+        update(
+            "SET #b1 = :half",
+            {":half": {"S": "h" * 150_000}},
+            ExpressionAttributeNames={"#b1": "b1"},
+        ),  # moto counts the old value and the new one
+        update("SET #s = :s", {":s": text, ":o": one}, ConditionExpression="#n = :o"),  # fails
+        lambda: client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": {"pk": {"S": "O#1"}, "sk": {"S": f"C#{shard}"}},
+                        "UpdateExpression": "ADD #c0 :v0, #c1 :v1 SET #ttl = :ttl",
+                        "ExpressionAttributeNames": {"#c0": "all", "#c1": "w", "#ttl": "ttl"},
+                        "ExpressionAttributeValues": {
+                            ":v0": one,
+                            ":v1": {"N": "-1"},
+                            ":ttl": {"N": "99"},
+                        },
+                    }
+                }
+                for shard in (1, 2)
+            ]
+        ),
+        lambda: client.scan(TableName=TABLE, ConsistentRead=True),
+        lambda: client.query(
+            TableName=TABLE,
+            IndexName="byG",
+            KeyConditionExpression="gpk = :g",
+            ExpressionAttributeValues={":g": text},
+        ),
+    ]
+    return [_outcome(call) for call in calls]
+
+
+def test_planned_updates_answer_as_moto_does(monkeypatch: Any) -> None:
+    from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+
+    validated: list[str] = []
+    original = UpdateExpressionValidator.__init__
+
+    def counted(self: Any, expression: Any, *args: Any, **kwargs: Any) -> None:
+        validated.append(type(expression).__name__)
+        original(self, expression, *args, **kwargs)
+
+    monkeypatch.setattr(UpdateExpressionValidator, "__init__", counted)
+    with _moto(None) as client:
+        expected = _planned_scenario(client)
+    assert len(validated) > 20  # every update of the scenario, a new item twice
+    validated.clear()
+    with _moto(_patched) as client:
+        got = _planned_scenario(client)
+    assert [o[0] for o in expected].count("error") == 11
+    assert got == expected
+    # moto's validators ran only for the 12 updates left to them (the 11 refused, the set added
+    # to, the index key set through a placeholder), never for the planned ones
+    assert len(validated) == 12
+
+
+def test_update_plans_cover_the_store_s_expressions_only() -> None:
+    plan = moto_patches.update_plan
+    assert plan("ADD #c0 :v0, #c1 :v1 SET #ttl = :ttl, #since = if_not_exists(#since, :s)") == (
+        ("add", "#c0", ":v0"),
+        ("add", "#c1", ":v1"),
+        ("set", "#ttl", ("value", ":ttl")),
+        ("set", "#since", ("if_not_exists", "#since", ":s")),
+    )
+    assert plan("REMOVE parked, queuedThrough") == (
+        ("remove", "parked", None),
+        ("remove", "queuedThrough", None),
+    )
+    for other in (
+        "SET #a = :a SET #b = :b",
+        "SET #n = #n + :one",
+        "SET #m.#x = :s",
+        "SET #l[0] = :s",
+        "SET #h = list_append(#h, :x)",
+        "DELETE #t :x",
+        "SET #a = :a,",
+        "SET #a = if_not_exists(#a)",
+        "ADD #a",
+        "",
+    ):
+        assert plan(other) is None, other
+
+
 def test_dynamodb_calls_skip_the_http_path() -> None:
     """Under the patch no DynamoDB request is signed or sent through botocore's send event
     (where moto's stubber sits); another service's still is."""
@@ -287,9 +437,15 @@ def test_a_validator_builds_its_processing_map_once(monkeypatch: Any) -> None:
         client.update_item(
             TableName=TABLE,
             Key=KEY,
-            UpdateExpression="SET #a = :a, #b = :b, #c = :c",
+            # list_append: a shape planned_updates leaves to moto's validators
+            UpdateExpression="SET #a = :a, #b = :b, #c = list_append(if_not_exists(#c, :e), :c)",
             ExpressionAttributeNames={"#a": "a", "#b": "b", "#c": "c"},
-            ExpressionAttributeValues={":a": {"S": "1"}, ":b": {"S": "2"}, ":c": {"S": "3"}},
+            ExpressionAttributeValues={
+                ":a": {"S": "1"},
+                ":b": {"S": "2"},
+                ":c": {"L": [{"S": "3"}]},
+                ":e": {"L": []},
+            },
         )
     # Two validations (the item is new), each one traverser: one map each, not one per node.
     assert len(built) == len(set(built)) == 2

@@ -231,6 +231,7 @@ class LocalStack:
         moto_patches.direct_dynamodb_calls(self._patches)
         moto_patches.parsed_update_expressions_kept(self._patches)
         moto_patches.processing_maps_kept(self._patches)
+        moto_patches.planned_updates(self._patches)
         moto_patches.handler_methods_kept(self._patches)
         moto_patches.cheap_transactions(self._patches)
         moto_patches.transaction_placeholders_checked(self._patches)
