@@ -42,6 +42,7 @@ VALIDATOR_REFUSALS = [
 def _patched(patches: moto_patches.Patches) -> None:
     moto_patches.serialize_calls(patches)
     moto_patches.direct_dynamodb_calls(patches)
+    moto_patches.parsed_conditions_kept(patches)
     moto_patches.parsed_update_expressions_kept(patches)
     moto_patches.processing_maps_kept(patches)
     moto_patches.planned_updates(patches)
@@ -481,7 +482,10 @@ def test_validators_walk_without_moto_s_recursion(monkeypatch: Any) -> None:
     assert walked == []
 
 
-def test_a_transaction_parses_each_condition_once(monkeypatch: Any) -> None:
+def test_a_condition_is_parsed_once(monkeypatch: Any) -> None:
+    """Under the patch each condition (expression, names, values) is parsed once for the life
+    of the stack: moto's own path parses a transaction's conditions several times each, and
+    again in the next transaction; a condition that does not parse raises every time."""
     from moto.dynamodb.comparisons import ConditionExpressionParser
 
     parsed: list[str] = []
@@ -497,14 +501,20 @@ def test_a_transaction_parses_each_condition_once(monkeypatch: Any) -> None:
         client.transact_write_items(TransactItems=_conditional_writes())
     assert len(parsed) > 2  # moto's own path: each condition more than once
     parsed.clear()
+    conditions = [next(iter(w.values()))["ConditionExpression"] for w in _conditional_writes()]
     with _moto(_patched) as client:
         client.transact_write_items(TransactItems=_conditional_writes())
         with pytest.raises(ClientError, match="TransactionCanceled"):
             client.transact_write_items(TransactItems=_conditional_writes())
-    # Twice per condition per transaction (moto's request validation, then once for all the
-    # backend's checks), nothing kept from one transaction to the next.
-    conditions = [next(iter(w.values()))["ConditionExpression"] for w in _conditional_writes()]
-    assert sorted(parsed) == sorted(4 * conditions)
+        assert sorted(parsed) == sorted(conditions)
+        update = dict(_conditional_writes()[0]["Update"])
+        client.update_item(**{**update, "ExpressionAttributeValues": {":v": {"N": "2"}}})
+        assert sorted(parsed) == sorted([*conditions, conditions[0]])  # new values: parsed
+        refused = "attribute_exists(state)"  # a reserved word
+        for _ in range(2):
+            with pytest.raises(ClientError, match="reserved keyword"):
+                client.put_item(TableName=TABLE, Item=KEY, ConditionExpression=refused)
+    assert parsed.count(refused) == 2
 
 
 @contextmanager

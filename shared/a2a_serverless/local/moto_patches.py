@@ -84,7 +84,6 @@ def cheap_transactions(patches: Patches) -> None:
     the writes without its table copies. Same outcome: all items or none."""
     import moto.dynamodb.models as dynamodb_models
     from moto.dynamodb.exceptions import TransactionCanceledException
-    from moto.dynamodb.models import table as table_models
     from moto.dynamodb.models.table import Table
 
     backend_class = dynamodb_models.DynamoDBBackend
@@ -103,47 +102,7 @@ def cheap_transactions(patches: Patches) -> None:
 
     patches.replace(dynamodb_models, "copy", _CopyWithoutTables())
 
-    # A conditional write of a transaction has its condition parsed three times in the
-    # backend: by the check below, by moto's own check, and by moto's put_item or update_item
-    # (a tenth of a transaction's CPU; moto's request validation parses it once more, before).
-    # While a transaction runs, an expression parsed with the same names and values is the
-    # one parsed before: a parsed condition holds no state of its own, each check evaluates
-    # it against the item it is given.
-    parse_condition = dynamodb_models.get_filter_expression
-    parsed_conditions = threading.local()
-
-    def get_filter_expression(expression: Any, names: Any, values: Any) -> Any:
-        kept: dict[str, Any] | None = getattr(parsed_conditions, "kept", None)
-        if kept is None or not isinstance(expression, str):
-            return parse_condition(expression, names, values)
-        key = json.dumps([expression, names, values], sort_keys=True, default=repr)
-        found = kept.get(key)
-        if found is None:
-            found = kept[key] = parse_condition(expression, names, values)  # raises: not kept
-        return found
-
-    class _KeptConditionParser:
-        """update_item's parser: its `parse` is get_filter_expression's (that is all moto's
-        `get_filter_expression` does with a parser), so it finds the kept ones too."""
-
-        def __init__(self, expression: Any, names: Any, values: Any) -> None:
-            self.arguments = (expression, names, values)
-
-        def parse(self) -> Any:
-            return get_filter_expression(*self.arguments)
-
-    patches.replace(dynamodb_models, "get_filter_expression", get_filter_expression)
-    patches.replace(table_models, "get_filter_expression", get_filter_expression)  # put_item's
-    patches.replace(dynamodb_models, "create_condition_expression_parser", _KeptConditionParser)
-
     def transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
-        parsed_conditions.kept = {}
-        try:
-            return _transact_write_items(backend, transact_items)
-        finally:
-            parsed_conditions.kept = None
-
-    def _transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
         touched: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
         errors: list[tuple[Any, Any, Any]] = []
         for entry in transact_items:
@@ -822,6 +781,54 @@ def direct_dynamodb_calls(patches: Patches) -> None:
         return http, parsed
 
     patches.replace(Endpoint, "make_request", make_request)
+
+
+def parsed_conditions_kept(patches: Patches) -> None:
+    """moto parses a condition expression afresh wherever it meets one: a conditional write's
+    condition is parsed by the request's validation, by the backend's check and, in a
+    transaction, by each check of its own (a third of the stack's conditional writes' time
+    went to parsing). The stack's writes repeat a few conditions (`attribute_not_exists(pk)`
+    on every event put, the same status guard in a transaction's checks), so keep each parse,
+    by its expression, names and values: a parsed condition (moto's `Op` tree) holds nothing
+    but what it was built from, and each check evaluates it against the item it is given. The
+    names and values a parse found (which the request's validation reads off the parser to
+    refuse unused ones) are kept with it. A parse that raises is not kept: it raises again."""
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    original = ConditionExpressionParser.parse
+    kept: dict[str, tuple[Any, tuple[str, ...], tuple[str, ...]]] = {}
+    limit = 4096  # a stack's conditions with their values: the oldest go first
+
+    def parse(parser: Any) -> Any:
+        if not parser.condition_expression:
+            return original(parser)
+        key = json.dumps(
+            # None and {} parse alike (moto passes either for "none given")
+            [
+                parser.condition_expression,
+                parser.expression_attribute_names or {},
+                parser.expression_attribute_values or {},
+            ],
+            sort_keys=True,
+            default=repr,
+        )
+        found = kept.get(key)
+        if found is None:
+            parsed = original(parser)
+            if len(kept) >= limit:
+                kept.pop(next(iter(kept)))
+            kept[key] = (
+                parsed,
+                tuple(parser.expr_attr_names_found),
+                tuple(parser.expr_attr_values_found),
+            )
+            return parsed
+        parsed, names_found, values_found = found
+        parser.expr_attr_names_found.extend(names_found)
+        parser.expr_attr_values_found.extend(values_found)
+        return parsed
+
+    patches.replace(ConditionExpressionParser, "parse", parse)
 
 
 def parsed_update_expressions_kept(patches: Patches) -> None:
