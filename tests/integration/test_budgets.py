@@ -121,6 +121,32 @@ def test_context_count_is_one_read(local_stack: LocalStack) -> None:
     assert bob.list(contextId=context).json["totalSize"] == 1
 
 
+def test_a_context_page_and_its_count_read_the_context_once(local_stack: LocalStack) -> None:
+    """A context page that reads past its first Query (newer tasks of other contexts fill it)
+    needs the context's floor, and its `totalSize` the same context's counter and opener: one
+    BatchGetItem serves both, with a state filter (a COUNT Query from the floor) or without
+    (the counters)."""
+    alice = A2A(local_stack, "alice")
+    context = alice.send("opens it").task["contextId"]
+    alice.send("joins it", context_id=context)
+    for i in range(3):  # newer, elsewhere: the page's first Query (2 entries) finds none
+        alice.send(f"other {i}")
+    counter = CallCounter()
+    try:
+        with counter.measure("by context") as calls:
+            page = alice.list(contextId=context, pageSize=1).json
+        with counter.measure("by context and state") as by_state:
+            by_completed = alice.list(
+                contextId=context, pageSize=1, status="TASK_STATE_COMPLETED"
+            ).json
+    finally:
+        counter.close()
+    assert len(page["tasks"]) == 1 and page["totalSize"] == 2
+    assert dict(calls) == {"Query": 2, "BatchGetItem": 1}
+    assert len(by_completed["tasks"]) == 1 and by_completed["totalSize"] == 2
+    assert dict(by_state) == {"Query": 3, "BatchGetItem": 1}
+
+
 def test_dynamodb_call_budgets(local_stack: LocalStack) -> None:
     measured = _measure(local_stack)
     rendered = table(measured)

@@ -96,11 +96,10 @@ class DynamoDBTaskListing(DynamoDBTable):
             kwargs["ExclusiveStartKey"] = keys.start_key(query, cursor)
         want = query.page_size + 1  # one more tells whether another page exists
         narrowed = None
-        context_id = query.context_id
-        if context_id is not None:
+        if query.context_id is not None:
 
             def narrowed() -> dict[str, Any] | None:
-                floor = self._context_floor(query.owner, context_id)
+                floor = self._context_floor(query)
                 return None if floor is None else self._list_kwargs(query, floor=floor)
 
         items, stopped_at = self._read_page(kwargs, want, narrowed)
@@ -240,7 +239,7 @@ class DynamoDBTaskListing(DynamoDBTable):
         context's: all); by time, the smaller side of it (`_count_since`); a COUNT query on the
         index when filtered by context and state together (no counter holds that)."""
         if query.context_id is not None and query.state is not None:
-            floor = self._context_floor(query.owner, query.context_id)
+            floor = self._context_floor(query)
             return self._count_entries(self._list_kwargs(query, floor=floor))
         if query.status_after is not None:
             return self._count_since(query)
@@ -286,7 +285,7 @@ class DynamoDBTaskListing(DynamoDBTable):
     def _counted(self, query: ListQuery) -> int:
         """From the counters: the owner's shards (all, or the state's), or the context's."""
         if query.context_id is not None:
-            return self._count_context(query.owner, query.context_id)
+            return self._count_context(query)
         name = "all" if query.state is None else keys.state_counter(query.state)
         shards = self._query_all(
             KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
@@ -298,26 +297,40 @@ class DynamoDBTaskListing(DynamoDBTable):
         )
         return max(0, sum(int(i.get(name, {"N": "0"})["N"]) for i in shards))
 
-    def _context_floor(self, owner: str, context_id: str) -> str | None:
+    def _context_items(
+        self, query: ListQuery
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The header at `T#{contextId}` (of the task that may have opened the context) and
+        the owner's counter of the context, in one consistent BatchGetItem, read once per
+        ListTasks call: its page (the floor) and its count need the same two items."""
+        kept = query.context_reads.get("items")
+        if kept is None:
+            context_id = query.context_id or ""
+            counter_key = {
+                "pk": keys.owner_pk(query.owner),
+                "sk": s(keys.context_counter_sk(context_id)),
+            }
+            opener = counter = None
+            for item in self._batch_get([counter_key, keys.task_key(context_id, keys.HEADER)]):
+                if item["pk"] == counter_key["pk"]:
+                    counter = item
+                else:
+                    opener = item
+            kept = query.context_reads["items"] = (opener, counter)
+        return kept
+
+    def _context_floor(self, query: ListQuery) -> str | None:
         """The lowest index sort key a task of the context can have, less
         `context_floor_margin` for the functions' clocks: the creation time of the task that
         opened it, when that is this owner's task (its header says when); otherwise (a context
         named by a client, or whose opener has expired) the time its counter counts from
         (`keys.context_since`). None when neither says: its entries may be anywhere in the
         owner's index."""
-        key = keys.task_key(context_id, keys.HEADER)
-        if not keys.key_fits(key):
-            return None
-        opener = self._db.get_item(
-            TableName=self._table,
-            Key=key,
-            ProjectionExpression="#owner, contextId, createdAt",
-            ExpressionAttributeNames={"#owner": "owner"},
-        ).get("Item")
-        if opener is not None and _opened(opener, owner, context_id):
+        opener, counter = self._context_items(query)
+        if opener is not None and _opened(opener, query.owner, query.context_id or ""):
             since = opener.get("createdAt", {}).get("S")
         else:
-            since = self._counted_since(owner, context_id)
+            since = None if counter is None else keys.context_since(counter)
         if since is None:
             return None
         try:
@@ -325,26 +338,13 @@ class DynamoDBTaskListing(DynamoDBTable):
         except (ValueError, OverflowError):  # odd stored data: no floor, the whole index
             return None
 
-    def _counted_since(self, owner: str, context_id: str) -> str | None:
-        """`keys.context_since` of the owner's counter of the context (None without one)."""
-        counter = self._db.get_item(
-            TableName=self._table,
-            Key={"pk": keys.owner_pk(owner), "sk": s(keys.context_counter_sk(context_id))},
-        ).get("Item")
-        return None if counter is None else keys.context_since(counter)
-
-    def _count_context(self, owner: str, context_id: str) -> int:
+    def _count_context(self, query: ListQuery) -> int:
         """The context's counter (the tasks that joined it) and, when it is the caller's, the
-        task that opened it (`keys.opens_context`: its id is the context's), in one read."""
-        counter_key = {"pk": keys.owner_pk(owner), "sk": s(keys.context_counter_sk(context_id))}
-        opener_key = keys.task_key(context_id, keys.HEADER)
-        joined, opened = 0, 0
-        for item in self._batch_get([counter_key, opener_key]):
-            if item["pk"] == counter_key["pk"]:
-                joined = int(item.get("all", {"N": "0"})["N"])
-            elif _opened(item, owner, context_id):
-                opened = 1
-        return max(0, joined) + opened
+        task that opened it (`keys.opens_context`: its id is the context's)."""
+        opener, counter = self._context_items(query)
+        joined = 0 if counter is None else int(counter.get("all", {"N": "0"})["N"])
+        opened = opener is not None and _opened(opener, query.owner, query.context_id or "")
+        return max(0, joined) + int(opened)
 
 
 def _opened(header: dict[str, Any], owner: str, context_id: str) -> bool:
