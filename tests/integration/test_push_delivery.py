@@ -207,8 +207,10 @@ def pump_queue(stack: LocalStack) -> QueueMapping:
 # -- tasks and queues -----------------------------------------------------------------------
 
 
-def start_task(url: str, text: str = "hello webhook", *, blocking: bool = True) -> str:
-    """A task created through the service with an inline push config; its id."""
+def start_task(
+    url: str, text: str = "hello webhook", *, blocking: bool = True, owner: str = OWNER
+) -> str:
+    """A task of `owner` created through the service with an inline push config; its id."""
     request = SendMessageRequest.model_validate(
         {
             "message": {
@@ -226,7 +228,7 @@ def start_task(url: str, text: str = "hello webhook", *, blocking: bool = True) 
             },
         }
     )
-    task = wiring.get_service().send_message(OWNER, request).task
+    task = wiring.get_service().send_message(owner, request).task
     assert task is not None and task.id
     return task.id
 
@@ -299,7 +301,9 @@ def test_a_failing_webhook_is_dead_lettered_in_order_without_holding_back_others
     running_stack: LocalStack, webhooks: Webhooks
 ) -> None:
     failing = start_task(webhooks.hook("down", always(500)), "one", blocking=False)
-    healthy = start_task(webhooks.hook("up", always(200)), "two", blocking=False)
+    # Another owner's: the failing webhook's owner is penalized (PenaltyBox), so a webhook of
+    # the same owner whose events come in a later batch is parked too, by design.
+    healthy = start_task(webhooks.hook("up", always(200)), "two", blocking=False, owner="bob")
     wait_settled(failing)
     wait_settled(healthy)
     expected = events_of(running_stack, healthy)
