@@ -514,7 +514,17 @@ def test_a_condition_is_parsed_once(monkeypatch: Any) -> None:
         for _ in range(2):
             with pytest.raises(ClientError, match="reserved keyword"):
                 client.put_item(TableName=TABLE, Item=KEY, ConditionExpression=refused)
+        large = "attribute_not_exists(pk) OR #b <> :big"  # with values too large to keep
+        for i in range(2):
+            client.put_item(
+                TableName=TABLE,
+                Item={"pk": {"S": f"L#{i}"}, "sk": {"S": "H"}},
+                ConditionExpression=large,
+                ExpressionAttributeNames={"#b": "b"},
+                ExpressionAttributeValues={":big": {"S": "x" * 5000}},
+            )
     assert parsed.count(refused) == 2
+    assert parsed.count(large) == 4  # request validation and the put's check, each time
 
 
 @contextmanager

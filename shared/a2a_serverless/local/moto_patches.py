@@ -792,12 +792,15 @@ def parsed_conditions_kept(patches: Patches) -> None:
     its expression, names and values: a parsed condition (moto's `Op` tree) holds nothing
     but what it was built from, and each check evaluates it against the item it is given. The
     names and values a parse found (which the request's validation reads off the parser to
-    refuse unused ones) are kept with it. A parse that raises is not kept: it raises again."""
+    refuse unused ones) are kept with it. A parse that raises is not kept: it raises again.
+    Memory stays bounded: at most `limit` parses (the oldest go first), none whose expression,
+    names and values take more than `largest` bytes (an update's values, a flow's state among
+    them, can be large, and such a write is rarely repeated)."""
     from moto.dynamodb.comparisons import ConditionExpressionParser
 
     original = ConditionExpressionParser.parse
     kept: dict[str, tuple[Any, tuple[str, ...], tuple[str, ...]]] = {}
-    limit = 4096  # a stack's conditions with their values: the oldest go first
+    limit, largest = 4096, 4096
 
     def parse(parser: Any) -> Any:
         if not parser.condition_expression:
@@ -815,6 +818,8 @@ def parsed_conditions_kept(patches: Patches) -> None:
         found = kept.get(key)
         if found is None:
             parsed = original(parser)
+            if len(key) > largest:
+                return parsed
             if len(kept) >= limit:
                 kept.pop(next(iter(kept)))
             kept[key] = (
