@@ -122,9 +122,9 @@ class ListQuery:
     status_after: datetime | None = None
     page_size: int = 50
     page_token: str | None = None
-    # What a store read about the context once for this query, kept for the rest of the same
-    # ListTasks call: its page and its count read the same items (DynamoDBListing).
-    context_reads: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # What a store read about the context, kept for the rest of the same ListTasks call: its
+    # page and its count need the same items (DynamoDBTaskListing._context_items).
+    context_read: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass

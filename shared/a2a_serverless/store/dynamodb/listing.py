@@ -300,11 +300,10 @@ class DynamoDBTaskListing(DynamoDBTable):
     def _context_items(
         self, query: ListQuery
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """The header at `T#{contextId}` (of the task that may have opened the context) and
-        the owner's counter of the context, in one consistent BatchGetItem, read once per
-        ListTasks call: its page (the floor) and its count need the same two items."""
-        kept = query.context_reads.get("items")
-        if kept is None:
+        """The header of the task that opened the context when it is the caller's
+        (`_opened`), else None, and the owner's counter of the context: one consistent
+        BatchGetItem, read once per ListTasks call (its page's floor and its count need both)."""
+        if query.context_read is None:
             context_id = query.context_id or ""
             counter_key = {
                 "pk": keys.owner_pk(query.owner),
@@ -314,10 +313,11 @@ class DynamoDBTaskListing(DynamoDBTable):
             for item in self._batch_get([counter_key, keys.task_key(context_id, keys.HEADER)]):
                 if item["pk"] == counter_key["pk"]:
                     counter = item
-                else:
+                elif _opened(item, query.owner, context_id):
                     opener = item
-            kept = query.context_reads["items"] = (opener, counter)
-        return kept
+            query.context_read = (opener, counter)
+        opened, counted = query.context_read
+        return opened, counted
 
     def _context_floor(self, query: ListQuery) -> str | None:
         """The lowest index sort key a task of the context can have, less
@@ -327,7 +327,7 @@ class DynamoDBTaskListing(DynamoDBTable):
         (`keys.context_since`). None when neither says: its entries may be anywhere in the
         owner's index."""
         opener, counter = self._context_items(query)
-        if opener is not None and _opened(opener, query.owner, query.context_id or ""):
+        if opener is not None:
             since = opener.get("createdAt", {}).get("S")
         else:
             since = None if counter is None else keys.context_since(counter)
@@ -343,8 +343,7 @@ class DynamoDBTaskListing(DynamoDBTable):
         task that opened it (`keys.opens_context`: its id is the context's)."""
         opener, counter = self._context_items(query)
         joined = 0 if counter is None else int(counter.get("all", {"N": "0"})["N"])
-        opened = opener is not None and _opened(opener, query.owner, query.context_id or "")
-        return max(0, joined) + int(opened)
+        return max(0, joined) + int(opener is not None)
 
 
 def _opened(header: dict[str, Any], owner: str, context_id: str) -> bool:
