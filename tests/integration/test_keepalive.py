@@ -299,7 +299,9 @@ def test_a_failure_after_keepalives_is_a_whole_status_body(
 ) -> None:
     """HTTP+JSON: the status (200) went out with the first keep-alive, so the failure is a
     complete google.rpc.Status body after the newlines, with the code it would have had."""
-    stack = keepalive_stack(env={"BLOCKING_MAX_WAIT_SECONDS": "1"}, Flow=GATED)
+    # 2 s: the wait's limit counts from the send's acceptance, which on a loaded machine
+    # (the first send of a fresh stack) took ~1 s and left no room for the keep-alives.
+    stack = keepalive_stack(env={"BLOCKING_MAX_WAIT_SECONDS": "2"}, Flow=GATED)
     thief = _steal_the_task_once_it_runs(stack)
     received = drive(stack.app_for(SEND_FUNCTION), send_event("hold"))
     thief.join(10)
@@ -315,7 +317,9 @@ def test_a_jsonrpc_failure_after_keepalives_is_an_error_with_the_id(
 ) -> None:
     """JSON-RPC: the same failure after keep-alives is a whole JSON-RPC error object
     (TaskNotFoundError, -32001) with the request's id."""
-    stack = keepalive_stack(env={"BLOCKING_MAX_WAIT_SECONDS": "1"}, Flow=GATED)
+    # 2 s: the wait's limit counts from the send's acceptance, which on a loaded machine
+    # (the first send of a fresh stack) took ~1 s and left no room for the keep-alives.
+    stack = keepalive_stack(env={"BLOCKING_MAX_WAIT_SECONDS": "2"}, Flow=GATED)
     thief = _steal_the_task_once_it_runs(stack)
     event, request = rpc_event("1.0", "hold")
     received = drive(stack.app_for(RPC_FUNCTION), event)
