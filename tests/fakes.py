@@ -15,7 +15,7 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -370,6 +370,11 @@ class InMemoryTaskStore:
             for (tid, _), push in sorted(self.pushes.items())
             if tid == task_id
         ]
+
+    def push_configs_of(
+        self, task_ids: Iterable[str]
+    ) -> dict[str, list[tuple[models.TaskPushNotificationConfig, bool]]]:
+        return {task_id: self.list_push_configs(task_id) for task_id in task_ids}
 
     def delete_push_config(self, task_id: str, config_id: str) -> None:
         self.pushes.pop((task_id, config_id), None)

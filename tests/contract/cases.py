@@ -614,6 +614,34 @@ def test_push_config_crud(store: TaskStore) -> None:
     assert store.list_push_configs(uid("none")) == []
 
 
+def test_push_configs_of_a_batch_s_tasks(store: TaskStore) -> None:
+    """What the webhook sender reads for a stream batch: each task's configs, as
+    `list_push_configs` gives them, however they came (none, inline at creation or at a
+    later turn, created, deleted, on a task that does not exist, an over-long id)."""
+    owner = uid("owner")
+    plain = create(store, owner).task_id
+    inline = uid("task")
+    create(store, owner, task_id=inline, push=config(inline, "inline"))
+    later = create(store, owner)
+    move(store, later, TaskState.INPUT_REQUIRED, 2)
+    move(store, later, TaskState.WORKING, 3, turn=2, push_config=config(later.task_id, "turn-2"))
+    created = create(store, owner).task_id
+    store.put_push_config(config(created, "a"))
+    store.park_push_config(created, "a", 1)
+    store.put_push_config(config(created, "b"))
+    deleted = create(store, owner).task_id
+    store.put_push_config(config(deleted, "gone"))
+    store.delete_push_config(deleted, "gone")
+    headless = uid("task")  # no such task: its config is still listed
+    store.put_push_config(config(headless, "orphan"))
+    asked = [plain, inline, later.task_id, created, deleted, headless, uid("none"), "t" * 3000]
+    got = store.push_configs_of([*asked, plain])  # a task twice: once in the answer
+    assert got == {task_id: store.list_push_configs(task_id) for task_id in asked}
+    assert [len(got[t]) for t in asked] == [0, 1, 1, 2, 0, 1, 0, 0]
+    assert got[created] == [(config(created, "a"), True), (config(created, "b"), False)]
+    assert store.push_configs_of([]) == {}
+
+
 def test_inline_push_config_is_written_with_the_task(store: TaskStore) -> None:
     task_id = uid("task")
     create(store, uid("owner"), task_id=task_id, push=config(task_id, "inline"))

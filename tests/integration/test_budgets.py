@@ -218,7 +218,8 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
 
 
 def test_webhook_sender_budgets() -> None:
-    """Per stream batch: one Query per task in it (its configs), nothing per event; per queued
+    """Per stream batch: one BatchGetItem of its tasks' headers (whether each may have a
+    webhook), then one Query per task that may (its configs), nothing per event; per queued
     delivery: two GetItems (config and event). The batch is polled by hand from the table's
     stream, with the template's mapping settings (filter, batch size)."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
@@ -239,7 +240,8 @@ def test_webhook_sender_budgets() -> None:
                 while stream.poll_once():
                     pass
             assert stream.invocations == 1  # two tasks' events in one filtered batch
-            assert dict(batch) == {"Query": 2}, batch
+            # The second task has no webhook: its header says so, and it costs no Query.
+            assert dict(batch) == {"BatchGetItem": 1, "Query": 1}, batch
             events = len(event_log(stack, first))
             assert len(_Receiver.posted) == events  # only the first task has a webhook
             wiring.get_webhook_sender().enqueue(first, push.list("alice", first).configs[0].id, 1)

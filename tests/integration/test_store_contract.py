@@ -51,3 +51,24 @@ def expire(table_stack: LocalStack) -> Callable[[str], dict[str, Any]]:
 def api_key_store(store: DynamoDBTaskStore) -> DynamoDBTaskStore:
     """The task store is the ApiKeyStore too (one table, see store/dynamodb/api_keys.py)."""
     return store
+
+
+# -- DynamoDB only: the layout's own guarantees ------------------------------------------------
+
+
+def test_a_header_written_before_the_webhook_mark_has_its_configs_read(
+    store: DynamoDBTaskStore,
+) -> None:
+    """Headers written before `hooks` existed say nothing about webhooks: a batch's read
+    queries their configs (a header marked false, the only one skipped, is asserted false
+    here first, so this fails if the mark's name or value changes)."""
+    from a2a_serverless.store import keys
+    from tests.contract.cases import config, create, uid
+
+    task_id = create(store, uid("owner")).task_id
+    key = keys.task_key(task_id, keys.HEADER)
+    header = ddb().get_item(TableName=store._table, Key=key)["Item"]
+    assert header[keys.HOOKS] == {"BOOL": False}
+    ddb().update_item(TableName=store._table, Key=key, UpdateExpression=f"REMOVE {keys.HOOKS}")
+    ddb().put_item(TableName=store._table, Item=keys.push_item(config(task_id, "older")))
+    assert store.push_configs_of([task_id]) == {task_id: [(config(task_id, "older"), False)]}

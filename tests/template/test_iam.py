@@ -74,15 +74,19 @@ GRANTS: dict[str, dict[str, set[str]]] = {
     },
     # A step that asks for another starts its execution (one execution per step).
     "FlowWorkerFunction": {**WRITE, "states:StartExecution": {FLOW_BY_NAME}},
-    # Config CRUD: its items only ever live in the task partitions it checks the owner of.
+    # Config CRUD: its items only ever live in the task partitions it checks the owner of;
+    # a new config marks its task's header (`hooks`) first.
     "PushConfigFunction": {
         **READ,
         "dynamodb:PutItem": {TABLE},
+        "dynamodb:UpdateItem": {TABLE},
         "dynamodb:DeleteItem": {TABLE},
     },
-    # Reads configs and events, parks a failing webhook, queues its deliveries.
+    # Reads a batch's headers (one BatchGetItem), configs and events, parks a failing
+    # webhook, queues its deliveries.
     "WebhookSenderFunction": {
         **READ,
+        "dynamodb:BatchGetItem": {TABLE},
         "dynamodb:UpdateItem": {TABLE},
         "sqs:SendMessage": {RETRY_QUEUE, STREAM_FAILURE_QUEUE, DEAD_LETTER_QUEUE},
         "sqs:ChangeMessageVisibility": {RETRY_QUEUE},

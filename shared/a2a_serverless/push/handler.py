@@ -68,13 +68,12 @@ class _StreamBatch:
                 numbers.append(record.dynamodb.sequence_number or "")
         configs: dict[str, list[tuple[TaskPushNotificationConfig, bool]]] = {}
         broken: dict[str, Exception] = {}  # tasks whose configs could not be read
-        for event in events:
-            if event.task_id in configs or event.task_id in broken:
-                continue
+        if events:
+            task_ids = list(dict.fromkeys(event.task_id for event in events))
             try:
-                configs[event.task_id] = sender.store.list_push_configs(event.task_id)
-            except Exception as exc:
-                broken[event.task_id] = exc
+                configs = sender.store.push_configs_of(task_ids)
+            except Exception as exc:  # their records fail: the batch is retried
+                broken = dict.fromkeys(task_ids, exc)
         failures = sender.deliver_stream_batch(events, configs, self._deadline(context))
         first_failure: dict[str, int] = {}
         for index in sorted(failures):

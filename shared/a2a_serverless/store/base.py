@@ -6,7 +6,7 @@ in-memory one that passes the same contract tests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -231,6 +231,12 @@ class PushConfigStore(Protocol):
     ) -> TaskPushNotificationConfig | None: ...
 
     def list_push_configs(self, task_id: str) -> list[tuple[TaskPushNotificationConfig, bool]]: ...
+
+    def push_configs_of(
+        self, task_ids: Iterable[str]
+    ) -> dict[str, list[tuple[TaskPushNotificationConfig, bool]]]:
+        """`list_push_configs` of each task (a stream batch's), read together."""
+        ...
 
     def delete_push_config(self, task_id: str, config_id: str) -> None: ...
 

@@ -109,6 +109,11 @@ WORKING_SEQ = "w1"  # event 2 is the first WORKING status ...
 WORKING_AT = "w1at"  # ... at this time
 FIRST_SEQ = 1
 WORKING_EVENT_SEQ = 2
+# On a task header: whether webhook configs may exist for the task. False when the task is
+# made without one; true once one is written (set before the config, so no config exists
+# without it). The webhook sender reads it for a stream batch's tasks in one BatchGetItem and
+# queries configs only where it is not false (headers written before it have none: queried).
+HOOKS = "hooks"
 LAST_HEADER_EVENT_SEQ = WORKING_EVENT_SEQ  # a read from before this may need the header
 # A task's first history message, in its header when both are small (no item of its own: two
 # transaction write units less). Only while the header, as stored (its TTL too), stays well

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from a2a_serverless.models import TaskPushNotificationConfig
 from a2a_serverless.store import keys
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
@@ -12,7 +14,22 @@ class DynamoDBPushConfigs(DynamoDBTable):
     """The PushConfigStore on the table."""
 
     def put_push_config(self, config: TaskPushNotificationConfig) -> None:
-        """Create or replace one config (its id is already assigned)."""
+        """Create or replace one config (its id is already assigned). The task's header is
+        marked first (`keys.HOOKS`): a config the sender could miss never exists. A task
+        without a header (gone) gets no mark; its config is still written, as before."""
+        task_id = config.task_id or ""
+        if keys.key_fits(keys.task_key(task_id, keys.HEADER)):
+            try:
+                self._db.update_item(
+                    TableName=self._table,
+                    Key=keys.task_key(task_id, keys.HEADER),
+                    UpdateExpression="SET #hooks = :true",
+                    ConditionExpression="attribute_exists(pk)",
+                    ExpressionAttributeNames={"#hooks": keys.HOOKS},
+                    ExpressionAttributeValues={":true": {"BOOL": True}},
+                )
+            except self._db.exceptions.ConditionalCheckFailedException:
+                pass  # no header to mark: the sender queries such a task's configs
         self._db.put_item(TableName=self._table, Item=self._expiring(keys.push_item(config)))
 
     def get_push_config(self, task_id: str, config_id: str) -> TaskPushNotificationConfig | None:
@@ -29,6 +46,27 @@ class DynamoDBPushConfigs(DynamoDBTable):
             ConsistentRead=True,
         )
         return [(keys.push_config_of(i), keys.is_parked(i)) for i in items]
+
+    def push_configs_of(
+        self, task_ids: Iterable[str]
+    ) -> dict[str, list[tuple[TaskPushNotificationConfig, bool]]]:
+        """`list_push_configs` of each task, for a stream batch's tasks: their headers' marks
+        in one consistent BatchGetItem, then a Query for each task whose header does not say
+        it never had a config (marked, written before the mark, or gone). Most tasks have no
+        webhook: their batch costs one read call instead of a Query each."""
+        wanted = list(dict.fromkeys(task_ids))
+        headers = self._batch_get(
+            [keys.task_key(task_id, keys.HEADER) for task_id in wanted], (keys.HOOKS,)
+        )
+        without = {
+            item["pk"]["S"].removeprefix(keys.TASK_PREFIX)
+            for item in headers
+            if item.get(keys.HOOKS) == {"BOOL": False}
+        }
+        return {
+            task_id: [] if task_id in without else self.list_push_configs(task_id)
+            for task_id in wanted
+        }
 
     def delete_push_config(self, task_id: str, config_id: str) -> None:
         key = keys.push_key(task_id, config_id)

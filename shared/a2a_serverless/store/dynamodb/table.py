@@ -79,14 +79,23 @@ class DynamoDBTable:
                     raise
             time.sleep(random.uniform(0, 0.02 * 2**attempt))
 
-    def _batch_get(self, item_keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _batch_get(
+        self, item_keys: list[dict[str, Any]], attributes: tuple[str, ...] = ()
+    ) -> list[dict[str, Any]]:
         """The items of these keys that exist, in any order: BatchGetItem, 100 keys a call
-        (DynamoDB's limit), its unprocessed keys asked again with jittered backoff."""
+        (DynamoDB's limit), its unprocessed keys asked again with jittered backoff. With
+        `attributes`, only those (and the keys) come back: the read costs the same, the
+        answer is smaller."""
         wanted = [key for key in item_keys if keys.key_fits(key)]
         found: list[dict[str, Any]] = []
+        ask: dict[str, Any] = {"ConsistentRead": True}
+        if attributes:
+            names = {f"#a{i}": name for i, name in enumerate(("pk", "sk", *attributes))}
+            ask["ProjectionExpression"] = ", ".join(names)
+            ask["ExpressionAttributeNames"] = names
         for start in range(0, len(wanted), BATCH_GET_KEYS):
             batch = wanted[start : start + BATCH_GET_KEYS]
-            pending: dict[str, Any] = {self._table: {"Keys": batch, "ConsistentRead": True}}
+            pending: dict[str, Any] = {self._table: {"Keys": batch, **ask}}
             for attempt in range(BATCH_GET_ATTEMPTS):
                 page = self._db.batch_get_item(RequestItems=pending)
                 found.extend(page.get("Responses", {}).get(self._table, []))

@@ -158,6 +158,7 @@ class DynamoDBTaskLog(DynamoDBTable):
             "exec": s(record.execution),
             "flowState": s(keys.dumps(record.flow_state)),
             "hcount": n(1),
+            keys.HOOKS: {"BOOL": push_config is not None},
             "createdAt": s(record.created_at or status_ts),
             keys.INDEX_PARTITION: s(record.owner),
             keys.INDEX_SORT: s(keys.index_sort_key(status_ts, record.task_id)),
@@ -219,6 +220,9 @@ class DynamoDBTaskLog(DynamoDBTable):
         if change.flow_state is not None:
             sets.append("flowState = :fs")
             values[":fs"] = s(keys.dumps(change.flow_state))
+        if change.push_config is not None:  # the turn's inline webhook (with the header)
+            sets.append(f"{keys.HOOKS} = :hooks")
+            values[":hooks"] = {"BOOL": True}
         condition = "#st = :from"
         if change.expected_turn is not None:
             condition += " AND #turn = :eturn"
