@@ -510,6 +510,19 @@ def test_a_condition_is_parsed_once(monkeypatch: Any) -> None:
         update = dict(_conditional_writes()[0]["Update"])
         client.update_item(**{**update, "ExpressionAttributeValues": {":v": {"N": "2"}}})
         assert sorted(parsed) == sorted([*conditions, conditions[0]])  # new values: parsed
+        # Values the condition does not name (what an update sets: a status, a flow's state)
+        # are no part of its parse: new ones, large ones, parse nothing again.
+        for i in range(2):
+            client.update_item(
+                **{
+                    **update,
+                    "ConditionExpression": "#v < :v",
+                    "UpdateExpression": "SET #big = :big",
+                    "ExpressionAttributeNames": {"#v": "version", "#big": "big"},
+                    "ExpressionAttributeValues": {":v": {"N": "9"}, ":big": {"S": f"{i}" * 5000}},
+                }
+            )
+        assert parsed.count("#v < :v") == 1
         refused = "attribute_exists(state)"  # a reserved word
         for _ in range(2):
             with pytest.raises(ClientError, match="reserved keyword"):

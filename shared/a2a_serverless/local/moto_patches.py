@@ -789,13 +789,13 @@ def parsed_conditions_kept(patches: Patches) -> None:
     transaction, by each check of its own (~7 % of the local stack's CPU under load, about 12
     parses a task). The stack's writes repeat a few conditions (`attribute_not_exists(pk)` on
     every event put, the same status guard in a transaction's checks), so keep each parse, by
-    its expression, names and values: a parsed condition (moto's `Op` tree) holds nothing
-    but what it was built from, and each check evaluates it against the item it is given. The
-    names and values a parse found (which the request's validation reads off the parser to
-    refuse unused ones) are kept with it. A parse that raises is not kept: it raises again.
-    Memory stays bounded: at most `limit` parses (the oldest go first), none whose expression,
-    names and values take more than `largest` bytes (an update's values, a flow's state among
-    them, can be large, and such a write is rarely repeated)."""
+    its expression and the names and values it can name: a parsed condition (moto's `Op` tree)
+    holds nothing but what it was built from (it looks up only the placeholders it uses), and
+    each check evaluates it against the item it is given. The names and values a parse found
+    (which the request's validation reads off the parser to refuse unused ones) are kept with
+    it. A parse that raises is not kept: it raises again. Memory stays bounded: at most
+    `limit` parses (the oldest go first), none whose key takes more than `largest` bytes (a
+    condition on a large value is rarely repeated)."""
     from moto.dynamodb.comparisons import ConditionExpressionParser
 
     original = ConditionExpressionParser.parse
@@ -803,14 +803,19 @@ def parsed_conditions_kept(patches: Patches) -> None:
     limit, largest = 4096, 4096
 
     def parse(parser: Any) -> Any:
-        if not parser.condition_expression:
+        expression = parser.condition_expression
+        if not expression:
             return original(parser)
+        # Keyed by the names and values the expression can name (each placeholder it uses
+        # appears in it; a few more may): the parse looks up no others, and an update's
+        # other values (its new status, a flow's state) made the key most of the cost.
+        names = parser.expression_attribute_names or {}  # None and {} parse alike
+        values = parser.expression_attribute_values or {}
         key = json.dumps(
-            # None and {} parse alike (moto passes either for "none given")
             [
-                parser.condition_expression,
-                parser.expression_attribute_names or {},
-                parser.expression_attribute_values or {},
+                expression,
+                {name: names[name] for name in names if name in expression},
+                {name: values[name] for name in values if name in expression},
             ],
             sort_keys=True,
             default=repr,
