@@ -8,6 +8,7 @@ took (counted, not timed)."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -21,6 +22,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from a2a_serverless.local import moto_patches
+from tests.integration.harness import wait_idle
 from tests.scripts import load_script
 
 TABLE = "speed"
@@ -716,3 +718,90 @@ def test_a_transaction_item_with_an_unused_placeholder_is_refused_as_dynamodb_do
             with pytest.raises(ClientError, match="ValidationException") as refused:
                 client.transact_write_items(TransactItems=items)
             assert message in str(refused.value)
+
+
+def test_an_execution_s_program_is_reused_once_it_ended(monkeypatch: Any) -> None:
+    """Under the patch an execution takes a program of its definition that no other holds,
+    built afresh when there is none, and gives it back when it ended normally: executions in
+    flight never share one; a stopped execution's program (a thread may still evaluate it) and
+    a definition with a state that keeps execution state (Parallel) are never reused."""
+    from types import SimpleNamespace
+
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramEnded, ProgramStopped
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    def worker(definition: str) -> Any:
+        details = SimpleNamespace(state_machine_details=SimpleNamespace(definition=definition))
+        return SimpleNamespace(_evaluation_details=details, env=None)
+
+    def run(w: Any, end: Any) -> Any:  # what moto's _execution_logic does, minus the eval
+        w.program = ExecutionWorker._get_evaluation_entrypoint(w)
+        w.env = SimpleNamespace(program_state=lambda: end)
+        return w.program
+
+    monkeypatch.setattr(ExecutionWorker, "_execution_logic", lambda w: None)
+    patches = moto_patches.Patches()
+    moto_patches.programs_reused(patches)
+    task_only = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}'
+    parallel = (
+        '{"StartAt": "P", "States": {"P": {"Type": "Parallel", "End": true, "Branches": '
+        '[{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}]}}}'
+    )
+    try:
+        first, second = worker(task_only), worker(task_only)
+        one, two = run(first, ProgramEnded()), run(second, ProgramStopped(None, None, None))
+        assert one is not two  # both in flight
+        ExecutionWorker._execution_logic(first)  # ended: back to the pool
+        ExecutionWorker._execution_logic(second)  # stopped: dropped
+        third = worker(task_only)
+        assert run(third, ProgramEnded()) is one
+        fourth = worker(task_only)
+        assert run(fourth, ProgramEnded()) not in (one, two)  # the pool was empty
+        kept = worker(parallel)
+        run(kept, ProgramEnded())
+        ExecutionWorker._execution_logic(kept)
+        assert run(worker(parallel), ProgramEnded()) is not kept.program
+    finally:
+        patches.undo()
+
+
+def test_a_stack_s_executions_build_their_program_once() -> None:
+    """On the stack: turns of the template's state machine, one after another, build its
+    program once, and every task completes."""
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    from a2a_serverless import wiring
+    from a2a_serverless.local.stack import LocalStack
+    from a2a_serverless.models import SendMessageRequest
+
+    built: list[int] = []
+    original = Preprocessor.visitProgram_decl
+
+    def counted(self: Any, ctx: Any) -> Any:
+        built.append(1)
+        return original(self, ctx)
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(Preprocessor, "visitProgram_decl", counted)
+        with LocalStack(event_sources=False) as stack:
+            built.clear()  # creating the state machines parsed their definitions
+            service = wiring.get_service()
+            states = []
+            for n in range(4):
+                request = SendMessageRequest.model_validate(
+                    {
+                        "message": {
+                            "messageId": f"m{n}",
+                            "role": "ROLE_USER",
+                            "parts": [{"text": "hi"}],
+                        }
+                    }
+                )
+                task = service.send_message("alice", request).task
+                assert task is not None and task.status is not None
+                states.append(task.status.state)
+                # The execution's thread gives the program back just after it ends.
+                wait_idle(stack)
+                time.sleep(0.2)
+    assert states == ["TASK_STATE_COMPLETED"] * 4
+    assert len(built) == 1, built

@@ -713,6 +713,78 @@ def parsed_definitions_kept(patches: Patches) -> None:
     patches.replace(parser_class, "parse", staticmethod(parse))
 
 
+# States whose components moto evaluates without keeping anything of an execution on them
+# (Map and Parallel keep their workers and counters on the component).
+REUSABLE_STATE_TYPES = frozenset({"Task", "Pass", "Choice", "Wait", "Succeed", "Fail"})
+
+
+def programs_reused(patches: Patches) -> None:
+    """moto builds a state machine's evaluation components (its `Program`) from the parse
+    tree for every execution (~0.85 ms, a few per cent of the local stack's CPU per task). An
+    execution's program goes back to a pool of its definition when the execution's thread
+    ended normally, for a later execution to take: no two executions ever hold one program,
+    and a program is reused only when every state of its definition is of a type whose
+    components keep nothing of an execution (REUSABLE_STATE_TYPES; an execution's data lives in its
+    `Environment`, and each component's heap key is fixed once made). Any other definition
+    is built afresh each time, as before."""
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramEnded
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    original_logic = ExecutionWorker._execution_logic
+    pools: dict[str, list[Any]] = {}  # definition -> programs no execution holds
+    reusable: dict[str, bool] = {}
+    lock = threading.Lock()
+    kept_definitions, kept_programs = 64, 16
+
+    def may_reuse(definition: str) -> bool:
+        found = reusable.get(definition)
+        if found is None:
+            try:
+                states = json.loads(definition).get("States") or {}
+                found = bool(states) and all(
+                    isinstance(state, dict) and state.get("Type") in REUSABLE_STATE_TYPES
+                    for state in states.values()
+                )
+            except (ValueError, AttributeError):
+                found = False
+            if len(reusable) < kept_definitions:
+                reusable[definition] = found
+        return found
+
+    def entrypoint(worker: Any) -> Any:
+        definition = worker._evaluation_details.state_machine_details.definition
+        with lock:
+            pool = pools.get(definition)
+            program = pool.pop() if pool else None
+        if program is None:
+            program = AmazonStateLanguageParser.parse(definition)[0]
+        worker.a2a_program = (definition, program)
+        return program
+
+    def ended(worker: Any) -> bool:
+        env = getattr(worker, "env", None)
+        return env is not None and isinstance(env.program_state(), ProgramEnded)
+
+    def execution_logic(worker: Any) -> Any:
+        try:
+            return original_logic(worker)
+        finally:
+            taken = getattr(worker, "a2a_program", None)
+            # Only after a normal end: a stopped execution, or a state that timed out, can
+            # leave a thread still evaluating the program's components.
+            if taken is not None and ended(worker) and may_reuse(taken[0]):
+                with lock:
+                    pool = pools.get(taken[0])
+                    if pool is None and len(pools) < kept_definitions:
+                        pool = pools[taken[0]] = []
+                    if pool is not None and len(pool) < kept_programs:
+                        pool.append(taken[1])
+
+    patches.replace(ExecutionWorker, "_get_evaluation_entrypoint", entrypoint)
+    patches.replace(ExecutionWorker, "_execution_logic", execution_logic)
+
+
 def parsed_json_paths_kept(patches: Patches) -> None:
     """moto's Step Functions interpreter parses a state's JSONPaths (InputPath, ResultPath,
     Parameters' `.$` fields) at every use, and each jsonpath_ng parse builds its parser's tables

@@ -240,6 +240,7 @@ class LocalStack:
         moto_patches.index_projections_direct(self._patches)
         moto_patches.quick_response_values(self._patches)
         moto_patches.parsed_definitions_kept(self._patches)
+        moto_patches.programs_reused(self._patches)
         moto_patches.parsed_json_paths_kept(self._patches)
         moto_patches.shared_state_machine_clients(self._patches)
         moto_patches.fifo_groups_in_order(self._patches)
