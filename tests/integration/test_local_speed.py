@@ -44,6 +44,7 @@ VALIDATOR_REFUSALS = [
 def _patched(patches: moto_patches.Patches) -> None:
     moto_patches.serialize_calls(patches)
     moto_patches.direct_dynamodb_calls(patches)
+    moto_patches.dynamodb_bodies_read_once(patches)
     moto_patches.parsed_conditions_kept(patches)
     moto_patches.parsed_update_expressions_kept(patches)
     moto_patches.processing_maps_kept(patches)
@@ -805,3 +806,109 @@ def test_a_stack_s_executions_build_their_program_once() -> None:
                 time.sleep(0.2)
     assert states == ["TASK_STATE_COMPLETED"] * 4
     assert len(built) == 1, built
+
+
+def test_a_dynamodb_body_without_blobs_is_read_as_moto_s_parser_reads_it(
+    monkeypatch: Any,
+) -> None:
+    """Under the patch a body that names no member moto's parser converts (B, BS for items)
+    is taken as `json.loads` reads it, and that is what moto's walk along the input shape
+    gives; any other body is walked by moto as before."""
+    from types import SimpleNamespace
+
+    from botocore.serialize import create_serializer
+    from moto.core.parse import JSONParser
+    from moto.core.utils import get_service_model
+    from moto.dynamodb.responses import DynamoHandler
+
+    model = get_service_model("dynamodb")
+    walked: list[str] = []
+
+    def moto_walk(handler: Any, request: Any) -> None:  # what moto's parse_parameters does
+        walked.append(handler.action)
+        handler.params = JSONParser(model.operation_model(handler.action)).parse(
+            {"body": request.data}
+        )
+
+    monkeypatch.setattr(DynamoHandler, "parse_parameters", moto_walk)
+    patches = moto_patches.Patches()
+    moto_patches.dynamodb_bodies_read_once(patches)
+    item = {
+        **KEY,
+        "n": {"N": "1.5"},
+        "s": {"S": 'a "quoted" \u00e9 string'},
+        "t": {"BOOL": True},
+        "z": {"NULL": True},
+        "ss": {"SS": ["a", "b"]},
+        "ns": {"NS": ["1", "2"]},
+        "deep": {"L": [{"M": {"x": {"L": [{"S": "y"}, {"N": "0"}]}}}]},
+    }
+    blob = {**KEY, "b": {"B": b"\x00\xff"}}
+    blob_set = {**KEY, "bs": {"BS": [b"\x01"]}}
+    cases = [
+        (
+            "PutItem",
+            {
+                "TableName": TABLE,
+                "Item": item,
+                "ConditionExpression": "a <> :v",
+                "ExpressionAttributeValues": {":v": {"S": "Bee"}},
+            },
+            True,
+        ),
+        (
+            "Query",
+            {
+                "TableName": TABLE,
+                "KeyConditionExpression": "pk = :p",
+                "Limit": 5,
+                "ScanIndexForward": False,
+                "ConsistentRead": True,
+                "ExpressionAttributeValues": {":p": {"S": "T#1"}},
+            },
+            True,
+        ),
+        (
+            "TransactWriteItems",
+            {
+                "TransactItems": [
+                    {"Put": {"TableName": TABLE, "Item": item}},
+                    {"Delete": {"TableName": TABLE, "Key": KEY}},
+                ]
+            },
+            True,
+        ),
+        (
+            "BatchGetItem",
+            {
+                "RequestItems": {
+                    TABLE: {
+                        "Keys": [KEY],
+                        "ConsistentRead": True,
+                        "ProjectionExpression": "#a",
+                        "ExpressionAttributeNames": {"#a": "a"},
+                    }
+                }
+            },
+            True,
+        ),
+        ("PutItem", {"TableName": TABLE, "Item": blob}, False),
+        ("PutItem", {"TableName": TABLE, "Item": blob_set}, False),
+        # A string value "B" reads like a blob member on the wire: walked (the check reads
+        # the text only); quotes inside a string are escaped, so they never do.
+        ("PutItem", {"TableName": TABLE, "Item": {**KEY, "s": {"S": "B"}}}, False),
+        ("PutItem", {"TableName": TABLE, "Item": {**KEY, "s": {"S": '"B"'}}}, True),
+    ]
+    serializer = create_serializer("json")
+    try:
+        for action, params, direct in cases:
+            operation = model.operation_model(action)
+            body = serializer.serialize_to_request(params, operation)["body"]
+            handler = SimpleNamespace(action=action, params=None)
+            handler._get_action = lambda handler=handler: handler.action
+            walked.clear()
+            DynamoHandler.parse_parameters(handler, SimpleNamespace(data=body))
+            assert walked == ([] if direct else [action]), (action, params)
+            assert handler.params == JSONParser(operation).parse({"body": body}), action
+    finally:
+        patches.undo()

@@ -855,6 +855,89 @@ def direct_dynamodb_calls(patches: Patches) -> None:
     patches.replace(Endpoint, "make_request", make_request)
 
 
+def _converted_members(shape: Any, seen: set[str] | None = None) -> set[str]:
+    """The wire names of the members, anywhere below `shape`, whose values moto's JSON parser
+    converts rather than copies: blobs (base64), timestamps, floats, and lists or maps of
+    them (a list of blobs is `BS`)."""
+    seen = set() if seen is None else seen
+    names: set[str] = set()
+    if shape is None or shape.name in seen:
+        return names
+    seen.add(shape.name)
+    leaf_types = ("blob", "timestamp", "float", "double")
+
+    def converts(member: Any) -> bool:
+        if member.type_name in leaf_types:
+            return True
+        if member.type_name == "list":
+            return converts(member.member)
+        if member.type_name == "map":
+            return converts(member.key) or converts(member.value)
+        return False
+
+    def walk(member: Any) -> None:
+        if member.type_name == "structure":
+            names.update(_converted_members(member, seen))
+        elif member.type_name == "list":
+            walk(member.member)
+        elif member.type_name == "map":
+            walk(member.value)
+
+    if shape.type_name == "structure" and not shape.is_document_type:
+        for member_name, member in shape.members.items():
+            if converts(member):
+                names.add(member.serialization.get("name", member_name))
+            walk(member)
+    else:
+        walk(shape)
+    return names
+
+
+def dynamodb_bodies_read_once(patches: Patches) -> None:
+    """moto reads a DynamoDB request twice over: `json.loads`, then a walk of the result along
+    the operation's input shape that converts blobs, timestamps and floats and copies every
+    structure on the way (an attribute value's ten members looked up each time), ~5 % of the
+    local stack's CPU. botocore sends only the members a shape has, never a null, so where the
+    body names none of the members that walk would convert (found once per operation: for an
+    item, `B` and `BS`), the walk gives back what `json.loads` read, which is used. Any other
+    body (one that names such a member, even inside a string value) is walked as before."""
+    from moto.core.utils import get_service_model
+    from moto.dynamodb.responses import DynamoHandler
+
+    original = DynamoHandler.parse_parameters
+    markers: dict[str, tuple[str, ...] | None] = {}  # operation -> '"name"' it must not hold
+
+    def markers_of(action: str) -> tuple[str, ...] | None:
+        if action not in markers:
+            try:
+                shape = get_service_model("dynamodb").operation_model(action).input_shape
+            except Exception:  # moto's own path answers an unknown action
+                shape = None
+            markers[action] = (
+                None
+                if shape is None
+                else tuple(f'"{name}"' for name in sorted(_converted_members(shape)))
+            )
+        return markers[action]
+
+    def parse_parameters(self: Any, request: Any) -> None:
+        found = markers_of(self._get_action())
+        body = request.data
+        if found is not None and body:
+            text = body.decode() if isinstance(body, bytes) else body
+            if not any(marker in text for marker in found):
+                try:
+                    parsed = json.loads(text)
+                except ValueError:
+                    parsed = None
+                if isinstance(parsed, dict):
+                    self.params = parsed
+                    return
+        original(self, request)
+
+    patches.replace(DynamoHandler, "parse_parameters", parse_parameters)
+
+
 def parsed_conditions_kept(patches: Patches) -> None:
     """moto parses a condition expression afresh wherever it meets one: a conditional write's
     condition is parsed by the request's validation, by the backend's check and, in a

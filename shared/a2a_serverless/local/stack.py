@@ -229,6 +229,7 @@ class LocalStack:
         moto_patches.untracked_models(self._patches)
         moto_patches.serialize_calls(self._patches)
         moto_patches.direct_dynamodb_calls(self._patches)
+        moto_patches.dynamodb_bodies_read_once(self._patches)
         moto_patches.parsed_conditions_kept(self._patches)
         moto_patches.parsed_update_expressions_kept(self._patches)
         moto_patches.processing_maps_kept(self._patches)
