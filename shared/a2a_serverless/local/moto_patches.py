@@ -718,39 +718,36 @@ def parsed_definitions_kept(patches: Patches) -> None:
 REUSABLE_STATE_TYPES = frozenset({"Task", "Pass", "Choice", "Wait", "Succeed", "Fail"})
 
 
+def _reusable(definition: str) -> bool:
+    """Whether every state of a definition is of a REUSABLE_STATE_TYPES type."""
+    try:
+        states = json.loads(definition).get("States") or {}
+    except (ValueError, AttributeError):
+        return False
+    return bool(states) and all(
+        isinstance(state, dict) and state.get("Type") in REUSABLE_STATE_TYPES
+        for state in states.values()
+    )
+
+
 def programs_reused(patches: Patches) -> None:
     """moto builds a state machine's evaluation components (its `Program`) from the parse
     tree for every execution (~0.85 ms, a few per cent of the local stack's CPU per task). An
     execution's program goes back to a pool of its definition when the execution's thread
     ended normally, for a later execution to take: no two executions ever hold one program,
     and a program is reused only when every state of its definition is of a type whose
-    components keep nothing of an execution (REUSABLE_STATE_TYPES; an execution's data lives in its
-    `Environment`, and each component's heap key is fixed once made). Any other definition
-    is built afresh each time, as before."""
+    components keep nothing of an execution (REUSABLE_STATE_TYPES; an execution's data lives
+    in its `Environment`, and each component's heap key is fixed once made). Any other
+    definition is built afresh each time, as before."""
     from moto.stepfunctions.parser.asl.eval.program_state import ProgramEnded
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
     original_logic = ExecutionWorker._execution_logic
-    pools: dict[str, list[Any]] = {}  # definition -> programs no execution holds
-    reusable: dict[str, bool] = {}
+    # definition -> programs no execution holds (None: its programs are never reused)
+    pools: dict[str, list[Any] | None] = {}
     lock = threading.Lock()
     kept_definitions, kept_programs = 64, 16
-
-    def may_reuse(definition: str) -> bool:
-        found = reusable.get(definition)
-        if found is None:
-            try:
-                states = json.loads(definition).get("States") or {}
-                found = bool(states) and all(
-                    isinstance(state, dict) and state.get("Type") in REUSABLE_STATE_TYPES
-                    for state in states.values()
-                )
-            except (ValueError, AttributeError):
-                found = False
-            if len(reusable) < kept_definitions:
-                reusable[definition] = found
-        return found
 
     def entrypoint(worker: Any) -> Any:
         definition = worker._evaluation_details.state_machine_details.definition
@@ -773,13 +770,14 @@ def programs_reused(patches: Patches) -> None:
             taken = getattr(worker, "a2a_program", None)
             # Only after a normal end: a stopped execution, or a state that timed out, can
             # leave a thread still evaluating the program's components.
-            if taken is not None and ended(worker) and may_reuse(taken[0]):
+            if taken is not None and ended(worker):
+                definition, program = taken
                 with lock:
-                    pool = pools.get(taken[0])
-                    if pool is None and len(pools) < kept_definitions:
-                        pool = pools[taken[0]] = []
+                    if definition not in pools and len(pools) < kept_definitions:
+                        pools[definition] = [] if _reusable(definition) else None
+                    pool = pools.get(definition)
                     if pool is not None and len(pool) < kept_programs:
-                        pool.append(taken[1])
+                        pool.append(program)
 
     patches.replace(ExecutionWorker, "_get_evaluation_entrypoint", entrypoint)
     patches.replace(ExecutionWorker, "_execution_logic", execution_logic)
@@ -855,41 +853,35 @@ def direct_dynamodb_calls(patches: Patches) -> None:
     patches.replace(Endpoint, "make_request", make_request)
 
 
-def _converted_members(shape: Any, seen: set[str] | None = None) -> set[str]:
+def _converted_members(shape: Any) -> set[str]:
     """The wire names of the members, anywhere below `shape`, whose values moto's JSON parser
     converts rather than copies: blobs (base64), timestamps, floats, and lists or maps of
     them (a list of blobs is `BS`)."""
-    seen = set() if seen is None else seen
     names: set[str] = set()
-    if shape is None or shape.name in seen:
-        return names
-    seen.add(shape.name)
-    leaf_types = ("blob", "timestamp", "float", "double")
+    seen: set[str] = set()  # structures walked (an attribute value holds attribute values)
 
     def converts(member: Any) -> bool:
-        if member.type_name in leaf_types:
-            return True
         if member.type_name == "list":
             return converts(member.member)
         if member.type_name == "map":
             return converts(member.key) or converts(member.value)
-        return False
+        return member.type_name in ("blob", "timestamp", "float", "double")
 
     def walk(member: Any) -> None:
-        if member.type_name == "structure":
-            names.update(_converted_members(member, seen))
-        elif member.type_name == "list":
+        if member.type_name == "list":
             walk(member.member)
         elif member.type_name == "map":
             walk(member.value)
+        elif member.type_name == "structure" and not member.is_document_type:
+            if member.name in seen:
+                return
+            seen.add(member.name)
+            for name, child in member.members.items():
+                if converts(child):
+                    names.add(child.serialization.get("name", name))
+                walk(child)
 
-    if shape.type_name == "structure" and not shape.is_document_type:
-        for member_name, member in shape.members.items():
-            if converts(member):
-                names.add(member.serialization.get("name", member_name))
-            walk(member)
-    else:
-        walk(shape)
+    walk(shape)
     return names
 
 

@@ -68,12 +68,11 @@ class _StreamBatch:
                 numbers.append(record.dynamodb.sequence_number or "")
         configs: dict[str, list[tuple[TaskPushNotificationConfig, bool]]] = {}
         broken: dict[str, Exception] = {}  # tasks whose configs could not be read
-        if events:
-            task_ids = list(dict.fromkeys(event.task_id for event in events))
-            try:
-                configs = sender.store.push_configs_of(task_ids)
-            except Exception as exc:  # their records fail: the batch is retried
-                broken = dict.fromkeys(task_ids, exc)
+        task_ids = list(dict.fromkeys(event.task_id for event in events))
+        try:
+            configs = sender.store.push_configs_of(task_ids)
+        except Exception as exc:  # their records fail: the batch is retried
+            broken = dict.fromkeys(task_ids, exc)
         failures = sender.deliver_stream_batch(events, configs, self._deadline(context))
         first_failure: dict[str, int] = {}
         for index in sorted(failures):

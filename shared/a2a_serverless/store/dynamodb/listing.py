@@ -316,8 +316,7 @@ class DynamoDBTaskListing(DynamoDBTable):
                 elif _opened(item, query.owner, context_id):
                     opener = item
             query.context_read = (opener, counter)
-        opened, counted = query.context_read
-        return opened, counted
+        return query.context_read
 
     def _context_floor(self, query: ListQuery) -> str | None:
         """The lowest index sort key a task of the context can have, less
