@@ -195,6 +195,45 @@ def test_indexed_queries_answer_as_moto_does(db: Any) -> None:
     assert after != [expected[(i, 50)] for i in range(len(QUERIES))]
 
 
+def test_query_results_are_passed_on_as_stored(db: Any) -> None:
+    """query_results_read_in_place: the items a query returns are not copied (moto copied each
+    one), the answers are moto's, and queries that project, filter and page leave the stored
+    items as they were (what the copy guarded)."""
+    from moto.dynamodb.models.dynamo_type import Item
+
+    _fill(db, random.Random(5))
+    projected = {
+        "KeyConditionExpression": "pk = :p",
+        "ExpressionAttributeValues": {":p": {"S": "T#3"}},
+        "ProjectionExpression": "pk, x.kept, n",
+        "FilterExpression": "n > :n",
+        "ExpressionAttributeValues_extra": {":n": {"N": "100"}},
+    }
+    queries = [*QUERIES, projected]
+    expected = [_all_pages(db, q, page) for q in queries for page in (3, 50)]
+    stored = sorted(db.scan(TableName=TABLE)["Items"], key=repr)
+    patches = moto_patches.Patches()
+    moto_patches.indexed_queries(patches)
+    moto_patches.index_projections_direct(patches)
+    moto_patches.query_results_read_in_place(patches)
+    copies: list[Any] = []
+    original_copy = Item.__deepcopy__
+
+    def counted(item: Any, memo: Any) -> Any:
+        copies.append(item)
+        return original_copy(item, memo)
+
+    patches.replace(Item, "__deepcopy__", counted)
+    try:
+        got = [_all_pages(db, q, page) for q in queries for page in (3, 50)]
+    finally:
+        patches.undo()
+    assert got == expected
+    assert any(pages[0] and "x" in pages[0][0] for pages in got)  # maps came back
+    assert copies == []
+    assert sorted(db.scan(TableName=TABLE)["Items"], key=repr) == stored
+
+
 def test_a_query_looks_at_its_partition_only(db: Any) -> None:
     from moto.dynamodb.models.table import Table
 

@@ -239,6 +239,7 @@ class LocalStack:
         moto_patches.transaction_placeholders_checked(self._patches)
         moto_patches.indexed_queries(self._patches)
         moto_patches.index_projections_direct(self._patches)
+        moto_patches.query_results_read_in_place(self._patches)
         moto_patches.quick_response_values(self._patches)
         moto_patches.parsed_definitions_kept(self._patches)
         moto_patches.programs_reused(self._patches)
