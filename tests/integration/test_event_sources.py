@@ -456,7 +456,8 @@ class TestStreamMapping:
         self, stack: LocalStack
     ) -> None:
         """The mapping takes records from moto's shard, not through GetRecords (whose JSON round
-        trip was most of its CPU): same records, same shape, TTL's identity included."""
+        trip was most of its CPU): same records, same shape (binary values in base64), TTL's
+        identity included, as a function is given them."""
         mapping = stream_mapping(stack, Function())
         start = events._stream_end(mapping.stream_arn)
         key = {"pk": {"S": write(stack, "E#0000000001")}, "sk": {"S": "E#0000000001"}}
@@ -464,13 +465,19 @@ class TestStreamMapping:
         ddb().update_item(
             TableName=table,
             Key=key,
-            UpdateExpression="SET x = :x, l = :l",
-            ExpressionAttributeValues={":x": {"N": "5"}, ":l": {"L": [{"BOOL": True}]}},
+            UpdateExpression="SET x = :x, l = :l, b = :b, bs = :bs",
+            ExpressionAttributeValues={
+                ":x": {"N": "5"},
+                ":l": {"L": [{"BOOL": True}, {"B": b"\x01"}]},
+                ":b": {"B": b"\x00\xff"},
+                ":bs": {"BS": [b"\x02"]},
+            },
         )
         ddb().delete_item(TableName=table, Key=key)
-        direct = mapping._read(start, 10)
+        direct = events._fresh(mapping._read(start, 10))
         through_api = mapping._read_api(start, 10)
         assert [r["eventName"] for r in direct] == ["INSERT", "MODIFY", "REMOVE"]
+        assert through_api[1]["dynamodb"]["NewImage"]["b"] == {"B": "AP8="}
         for record in (*direct, *through_api):  # the API's dates are whole or fractional seconds
             record["dynamodb"]["ApproximateCreationDateTime"] = round(
                 record["dynamodb"]["ApproximateCreationDateTime"]
@@ -478,6 +485,33 @@ class TestStreamMapping:
         assert direct == through_api
         (again,) = mapping._read(start + 1, 1)  # from a sequence number on
         assert again["eventID"] == through_api[1]["eventID"]
+        # Filters read binary values as the JSON carries them.
+        for value, matches in (("AP8=", True), ("AAE=", False)):
+            pattern = {"dynamodb": {"NewImage": {"b": {"B": [value]}}}}
+            assert events.passes([pattern], again) is matches
+        assert events.passes([{"dynamodb": {"NewImage": {"bs": {"BS": ["Ag=="]}}}}], again)
+
+    def test_a_function_is_given_records_of_its_own(self, stack: LocalStack) -> None:
+        """A function that changes the records it was given changes nothing the mapping reads
+        next (a retried batch is the records as written)."""
+
+        given: list[str] = []
+
+        def vandal(records: list[dict[str, Any]]) -> Exception:
+            given.append(json.dumps(records, sort_keys=True))
+            for record in records:
+                record["dynamodb"]["Keys"]["sk"]["S"] = "changed"
+                record["dynamodb"]["NewImage"].clear()
+            return RuntimeError("try again")
+
+        mapping = stream_mapping(stack, Function(vandal))
+        write(stack, "E#0000000001")
+        mapping.poll_once()
+        mapping.poll_once()  # the same batch again
+        first, again = (json.loads(records) for records in given)
+        assert first == again
+        assert first[0]["dynamodb"]["Keys"]["sk"]["S"] == "E#0000000001"
+        assert first[0]["dynamodb"]["NewImage"]
 
     def test_each_record_is_read_once_however_many_batches_it_takes(
         self, stack: LocalStack, monkeypatch: pytest.MonkeyPatch

@@ -141,6 +141,8 @@ def matches_pattern(pattern: dict[str, Any], event: Any) -> bool:
     for key, rule in pattern.items():
         present = key in event
         value = event.get(key)
+        if isinstance(value, bytes | list):  # a stream record's view (_shard_records)
+            value = _as_json(value)
         if isinstance(rule, dict):
             if not matches_pattern(rule, value):
                 return False
@@ -151,6 +153,15 @@ def matches_pattern(pattern: dict[str, Any], event: Any) -> bool:
         if not any(_matches_value(r, v, present) for r in rule for v in values):
             return False
     return True
+
+
+def _as_json(value: Any) -> Any:
+    """A value as the JSON of the event carries it (binary in base64)."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, list):
+        return [_as_json(v) for v in value]
+    return value
 
 
 def parse_filters(filter_criteria: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -309,7 +320,11 @@ def _shard_records(stream_arn: str, start: int | None, limit: int) -> list[dict[
     (moto's serializer, then botocore's parser, under moto's DynamoDB lock) cost ~0.5 ms of
     CPU a record, two thirds of the stream mapping's time, and held up every table call of
     the stack meanwhile; this holds the lock only to take the records. A record does not
-    change once in the shard (TTL marks its removals' identity before releasing the lock)."""
+    change once in the shard (TTL marks its removals' identity before releasing the lock), so
+    what is returned are views: their own top level and `dynamodb` (the time in epoch
+    seconds), moto's keys and images. Filters read them (`_as_json` where a value is bytes);
+    a batch is copied whole as JSON when it is invoked (`_fresh`), so records a filter drops
+    are never copied (most of a task's: its counter and later header writes)."""
     shard = _moto_shard(stream_arn)
     if shard is None:
         return None
@@ -321,7 +336,19 @@ def _shard_records(stream_arn: str, start: int | None, limit: int) -> list[dict[
             raise RuntimeError(f"stream records before {first} were trimmed (asked {start})")
         offset = 0 if start is None else start - first
         records = [item.record for item in shard.items[offset : offset + limit]]
-    return [json.loads(json.dumps(r, default=_wire_value)) for r in records]
+    return [_record_view(r) for r in records]
+
+
+def _record_view(record: dict[str, Any]) -> dict[str, Any]:
+    change = dict(record["dynamodb"])
+    change["ApproximateCreationDateTime"] = _wire_value(change["ApproximateCreationDateTime"])
+    return {**record, "dynamodb": change}
+
+
+def _fresh(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records as JSON gives them to a function: its own copy, binary values in base64."""
+    copied: list[dict[str, Any]] = json.loads(json.dumps(records, default=_wire_value))
+    return copied
 
 
 def _seq(record: dict[str, Any]) -> int:
@@ -334,7 +361,7 @@ def lane_of(record: dict[str, Any], lanes: int) -> int:
     only order AWS keeps for DynamoDB streams with more than one batch per shard)."""
     if lanes <= 1:
         return 0
-    key = json.dumps(record["dynamodb"].get("Keys") or {}, sort_keys=True)
+    key = json.dumps(record["dynamodb"].get("Keys") or {}, sort_keys=True, default=_wire_value)
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % lanes
 
 
@@ -562,7 +589,7 @@ class StreamMapping(_Poller):
             return True
         self.invocations += 1
         try:
-            failed = self._failed_records(self.invoke({"Records": batch}), batch)
+            failed = self._failed_records(self.invoke({"Records": _fresh(batch)}), batch)
         except Exception as exc:
             logger.warning("event source %s: batch of %d failed: %s", self.name, len(batch), exc)
             self.last_error = type(exc).__name__
