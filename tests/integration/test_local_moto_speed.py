@@ -331,6 +331,25 @@ def _every_shape(db: Any, streams: Any, sqs: Any) -> None:
         ExpressionAttributeValues={":p": {"S": "T#1"}},
         ReturnConsumedCapacity="TOTAL",
     )
+    db.batch_get_item(RequestItems={TABLE: {"Keys": [{"pk": {"S": "T#1"}, "sk": {"S": "H"}}]}})
+    db.scan(TableName=TABLE)
+    try:  # refused, with the item as it was (an attribute map inside an error)
+        db.transact_write_items(
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": TABLE,
+                        "Item": {"pk": {"S": "T#1"}, "sk": {"S": "H"}},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                }
+            ]
+        )
+    except db.exceptions.TransactionCanceledException:
+        pass
+    else:
+        raise AssertionError("the transaction should have been refused")
     db.describe_table(TableName=TABLE)
     shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
     iterator = streams.get_shard_iterator(
@@ -374,3 +393,30 @@ def test_quick_response_values_give_moto_s_own_responses(monkeypatch: Any) -> No
     assert len(plain) == len(quick) > 10
     assert [_normalised(b) for b in quick] == [_normalised(b) for b in plain]
     assert b'"a key named like a type"' in b"".join(quick)  # the tricky map was there
+
+
+def test_attribute_values_written_directly_give_moto_s_own_responses(monkeypatch: Any) -> None:
+    """Every attribute type, nested, in items, images, pages and a refused transaction."""
+    monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+    written: list[str] = []
+    write = moto_patches._attribute_value
+
+    def counted(serializer: Any, value: dict[str, Any]) -> Any:
+        result = write(serializer, value)
+        written.extend(result or ())
+        return result
+
+    monkeypatch.setattr(moto_patches, "_attribute_value", counted)
+    patches = moto_patches.Patches()
+    moto_patches.quick_response_values(patches)
+    try:
+        plain = _raw_bodies(_every_shape)
+        moto_patches.attribute_values_written_directly(patches)
+        direct = _raw_bodies(_every_shape)
+    finally:
+        patches.undo()
+    assert len(plain) == len(direct) > 10
+    assert [_normalised(b) for b in direct] == [_normalised(b) for b in plain]
+    assert sum(b'"AAFiaW5hcnk="' in b for b in direct) >= 6  # the blob, in base64, each time
+    # Written directly, not by moto's walk: every type, at the top and nested.
+    assert {"S", "N", "B", "BOOL", "NULL", "SS", "NS", "BS", "L", "M"} <= set(written)

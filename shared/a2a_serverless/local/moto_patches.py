@@ -720,6 +720,79 @@ def quick_response_values(patches: Patches) -> None:
     patches.replace(serialize.ResponseSerializer, "get_value", get_value)
 
 
+_AV_SCALARS: dict[str, type] = {"S": str, "N": str, "BOOL": bool, "NULL": bool}
+_AV_STRING_LISTS = ("SS", "NS")
+
+
+def _attribute_value(serializer: Any, value: dict[str, Any]) -> dict[str, Any] | None:
+    """A DynamoDB attribute value (a plain dict, as moto's results hold them) as moto's JSON
+    serializer writes it, or None where the value holds anything else (moto's then)."""
+    out: dict[str, Any] = {}
+    for kind, member in value.items():
+        if member is None:
+            continue  # moto's walk skips absent members
+        if type(member) is _AV_SCALARS.get(kind):
+            out[kind] = member
+        elif kind == "B" and isinstance(member, bytes | str):
+            out[kind] = serializer._base64(member)
+        elif kind in _AV_STRING_LISTS and type(member) is list:
+            if not all(type(e) is str for e in member):
+                return None
+            out[kind] = list(member)
+        elif kind == "BS" and type(member) is list:
+            if not all(isinstance(e, bytes | str) for e in member):
+                return None
+            out[kind] = [serializer._base64(e) for e in member]
+        elif kind == "M" and type(member) is dict:
+            entries = {}
+            for name, entry in member.items():
+                written = _attribute_value(serializer, entry) if type(entry) is dict else None
+                if written is None:
+                    return None
+                entries[name] = written
+            out[kind] = entries
+        elif kind == "L" and type(member) is list:
+            elements = []
+            for entry in member:
+                written = _attribute_value(serializer, entry) if type(entry) is dict else None
+                if written is None:
+                    return None
+                elements.append(written)
+            out[kind] = elements
+        else:
+            return None  # not a member moto's shape has, or a type moto would convert
+    return out
+
+
+def attribute_values_written_directly(patches: Patches) -> None:
+    """moto's JSON serializer writes each DynamoDB attribute value by asking its shape's ten
+    members in turn (S, N, B, ..., most of them absent), each through the value picker and
+    the type's method: half of a Query's CPU on the local stack. An attribute value is a
+    one-key dict whose JSON moto's walk gives as it is, blobs in base64: write it so
+    (`_attribute_value`), for DynamoDB and its Streams, with no response transformers. What
+    is not a plain value of a known member, moto writes."""
+    from moto.core import serialize
+
+    base = serialize.BaseJSONSerializer
+    original = base._serialize_type_structure
+
+    def structure(serializer: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if (
+            key
+            and type(value) is dict
+            and shape.name == "AttributeValue"
+            and serializer.service_model.service_name in ("dynamodb", "dynamodbstreams")
+            and not getattr(serializer._value_picker, "response_transformers", None)
+        ):
+            written = _attribute_value(serializer, value)
+            if written is not None:
+                serialized[serializer.get_serialized_name(shape, key)] = written
+                return
+        original(serializer, serialized, value, shape, key)
+
+    patches.replace(base, "_serialize_type_structure", structure)
+
+
 def parsed_definitions_kept(patches: Patches) -> None:
     """moto's Step Functions interpreter parses the state machine's definition with ANTLR
     again for every execution (a tenth of the local stack's CPU per task). Keep the parse

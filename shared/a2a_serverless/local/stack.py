@@ -241,6 +241,7 @@ class LocalStack:
         moto_patches.index_projections_direct(self._patches)
         moto_patches.query_results_read_in_place(self._patches)
         moto_patches.quick_response_values(self._patches)
+        moto_patches.attribute_values_written_directly(self._patches)
         moto_patches.parsed_definitions_kept(self._patches)
         moto_patches.programs_reused(self._patches)
         moto_patches.parsed_json_paths_kept(self._patches)
