@@ -115,17 +115,17 @@ async def test_multi_turn_streaming_artifact_in_chunks(
         async for event in agent.client.send_message(SendMessageRequest(message=answer)):
             events.append(event)
             arrivals.append(time.monotonic())
+    # The stream opens on the task as the answer left it, before its turn started (however
+    # quick the executor): every event of the turn follows as an update.
     assert events[0].WhichOneof("payload") == "task" and events[0].task.id == task.id
+    assert events[0].task.status.state == TaskState.TASK_STATE_SUBMITTED
+    assert not events[0].task.artifacts
     assert states(events)[-1] == TaskState.TASK_STATE_COMPLETED
     working = [
         e.status_update.status.message
         for e in events
         if e.HasField("status_update") and e.status_update.status.HasField("message")
     ]
-    # The stream opens on the task as read once the answer is accepted: a step that already
-    # said it is working has that status in the opening Task rather than in an update.
-    if events[0].task.status.HasField("message"):
-        working.insert(0, events[0].task.status.message)
     assert WORKING in [text_of(m.parts) for m in working]
     updates = [
         (t, e.artifact_update)

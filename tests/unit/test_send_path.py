@@ -110,6 +110,45 @@ def test_continuing_an_interrupted_task_starts_its_next_turn(store: InMemoryTask
     assert again.retried and len(executor.started) == 2
 
 
+class QuickExecutor(RecordingExecutor):
+    """Runs a continued task's turn to its end as it starts it (a worker quicker than the
+    stream's first read)."""
+
+    def __init__(self, store: InMemoryTaskStore) -> None:
+        super().__init__()
+        self.store = store
+
+    def start(self, task_id: str, turn: int, context: TurnContext | None = None) -> str:
+        name = super().start(task_id, turn, context)
+        if turn > 1:
+            for state in (TaskState.WORKING, TaskState.COMPLETED):
+                record = self.store.get_record(task_id)
+                assert record is not None
+                transition(self.store, record, state)
+        return name
+
+
+def test_a_continued_task_s_stream_opens_before_its_turn_runs(store: InMemoryTaskStore) -> None:
+    """However quick the turn, its stream opens on the task the answer left (submitted, at the
+    turn's first status) and the turn's every event follows it, as on a new task's stream."""
+    sender = make_sender(store, QuickExecutor(store))
+    task_id = sender.admit("alice", request()).task_id
+    record = store.get_record(task_id)
+    assert record is not None
+    transition(store, record, TaskState.INPUT_REQUIRED)
+    start = sender.open_message_stream("alice", request("m2", "more", taskId=task_id))
+    assert store.get_record(task_id).state is TaskState.COMPLETED  # type: ignore[union-attr]
+    assert start.open and start.first.task is not None
+    assert start.first.task.status.state is TaskState.SUBMITTED
+    assert [m.message_id for m in start.first.task.history or []] == ["m1", "m2"]
+    after = store.read_events(task_id, start.after_seq)
+    updates = [e.status_update for _, e in after if e.status_update is not None]
+    assert [u.status.state for u in updates] == [
+        TaskState.WORKING,
+        TaskState.COMPLETED,
+    ]
+
+
 def test_a_working_task_refuses_a_new_message(store: InMemoryTaskStore) -> None:
     sender = make_sender(store, RecordingExecutor())
     task_id = sender.admit("alice", request()).task_id

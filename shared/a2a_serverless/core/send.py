@@ -131,13 +131,15 @@ class Admitted:
 
     `seq` is the turn's first status event. When `retried`, this send repeats an earlier
     identical one: nothing was written and `seq` is unknown (0). `created` is the new task
-    as just written (None when a task was continued, or on a retry).
+    as just written (None when a task was continued, or on a retry). `opened`: a continued
+    task as read before its turn started, when a stream asked for it.
     """
 
     task_id: str
     seq: int
     retried: bool = False
     created: Task | None = None
+    opened: StreamStart | None = None
 
 
 class Replier(Protocol):
@@ -256,11 +258,15 @@ class MessageSender:
         if reply is not None:
             # A Message-only stream: exactly that one event.
             return StreamStart(StreamResponse(message=reply), "", 0, open=False)
-        admitted = self._admit(owner, request, who, extensions)
+        # A continued task is read before its turn starts (the stream then carries every
+        # event of the turn, as a new task's does), a retried send's as it is now.
+        admitted = self._admit(owner, request, who, extensions, stream=True)
         if admitted.created is not None:
             return StreamStart(
                 StreamResponse(task=admitted.created), admitted.task_id, admitted.seq, open=True
             )
+        if admitted.opened is not None:
+            return admitted.opened
         return self.queries.snapshot_start(owner, admitted.task_id, config.history_length)
 
     # -- the shared opening steps ----------------------------------------------------------
@@ -302,7 +308,9 @@ class MessageSender:
         request: SendMessageRequest,
         caller: Caller,
         extensions: Sequence[str],
+        stream: bool = False,
     ) -> Admitted:
+        """`stream`: read a continued task, to open a stream on, before its turn starts."""
         turn = TurnContext(caller, tuple(extensions), request.metadata or None)
         message = request.message
         config = request.configuration or SendMessageConfiguration()
@@ -317,7 +325,7 @@ class MessageSender:
             else None
         )
         if message.task_id:
-            return self._continue_task(owner, message, dedupe, config, turn)
+            return self._continue_task(owner, message, dedupe, config, turn, stream)
         return self._create_task(owner, message, dedupe, request, config, turn)
 
     def _validate(self, request: SendMessageRequest, config: SendMessageConfiguration) -> None:
@@ -430,6 +438,7 @@ class MessageSender:
         dedupe: Dedupe | None,
         config: SendMessageConfiguration,
         context: TurnContext,
+        stream: bool = False,
     ) -> Admitted:
         record = self.queries.load(owner, message.task_id or "")
         if message.context_id and message.context_id != record.context_id:
@@ -463,8 +472,13 @@ class MessageSender:
             fresh = moved.record or record
             seq = self._next_turn(fresh, stored, None, push_config)
             turn = fresh.turn + 1
+        opened = (
+            self.queries.snapshot_start(owner, record.task_id, config.history_length)
+            if stream
+            else None
+        )
         self._start(record, turn, context)
-        return Admitted(record.task_id, seq)
+        return Admitted(record.task_id, seq, opened=opened)
 
     def _next_turn(
         self,
