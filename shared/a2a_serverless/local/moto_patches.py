@@ -15,7 +15,7 @@ import json
 import operator
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from a2a_serverless.local.calls import CallRecorder
@@ -744,24 +744,28 @@ def _attribute_value(serializer: Any, value: dict[str, Any]) -> dict[str, Any] |
                 return None
             out[kind] = [serializer._base64(e) for e in member]
         elif kind == "M" and type(member) is dict:
-            entries = {}
-            for name, entry in member.items():
-                written = _attribute_value(serializer, entry) if type(entry) is dict else None
-                if written is None:
-                    return None
-                entries[name] = written
-            out[kind] = entries
+            entries = _attribute_values(serializer, member.values())
+            if entries is None:
+                return None
+            out[kind] = dict(zip(member, entries, strict=True))
         elif kind == "L" and type(member) is list:
-            elements = []
-            for entry in member:
-                written = _attribute_value(serializer, entry) if type(entry) is dict else None
-                if written is None:
-                    return None
-                elements.append(written)
+            elements = _attribute_values(serializer, member)
+            if elements is None:
+                return None
             out[kind] = elements
         else:
             return None  # not a member moto's shape has, or a type moto would convert
     return out
+
+
+def _attribute_values(serializer: Any, values: Iterable[Any]) -> list[dict[str, Any]] | None:
+    written = []
+    for value in values:
+        one = _attribute_value(serializer, value) if type(value) is dict else None
+        if one is None:
+            return None
+        written.append(one)
+    return written
 
 
 def attribute_values_written_directly(patches: Patches) -> None:
