@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import math
@@ -723,6 +724,9 @@ def measure_units(
                 with captured_output():  # the warm-up's log lines are neither shown nor counted
                     await task(client, "warm up")
                     await asyncio.to_thread(settle)
+                # A full collection of this process's heap (the whole local stack, far more
+                # than a function's) would otherwise land in the measured task now and then.
+                gc.collect()
                 ddb.reset()
                 lambdas.reset()
                 sqs_calls.clear()

@@ -77,6 +77,20 @@ def serialize_calls(patches: Patches) -> None:
     patches.replace(BotocoreStubber, "__call__", locked_call)
 
 
+class _CopyModule:
+    """A moto module's `copy`, but `deepcopy` of what `skip` picks gives `kept(value)`."""
+
+    def __init__(self, skip: Callable[[Any], bool], kept: Callable[[Any], Any]) -> None:
+        self._skip = skip
+        self._kept = kept
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    def deepcopy(self, value: Any, memo: Any = None) -> Any:
+        return self._kept(value) if self._skip(value) else copy.deepcopy(value, memo)
+
+
 def cheap_transactions(patches: Patches) -> None:
     """moto backs up every table a transaction touches with a deep copy (and keeps every
     copy alive), so each transaction costs O(table) and the process slows down with every
@@ -90,17 +104,10 @@ def cheap_transactions(patches: Patches) -> None:
     original = backend_class.transact_write_items
     skip_table_copies = threading.local()
 
-    class _CopyWithoutTables:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(copy, name)
+    def skipped(value: Any) -> bool:
+        return isinstance(value, Table) and getattr(skip_table_copies, "on", False)
 
-        @staticmethod
-        def deepcopy(value: Any, memo: Any = None) -> Any:
-            if isinstance(value, Table) and getattr(skip_table_copies, "on", False):
-                return value
-            return copy.deepcopy(value, memo)
-
-    patches.replace(dynamodb_models, "copy", _CopyWithoutTables())
+    patches.replace(dynamodb_models, "copy", _CopyModule(skipped, lambda table: table))
 
     def transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
         touched: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
@@ -443,15 +450,8 @@ def query_results_read_in_place(patches: Patches) -> None:
     original = table_module.Table.query
     querying = threading.local()
 
-    class _CopyOutsideQueries:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(copy, name)
-
-        @staticmethod
-        def deepcopy(value: Any, memo: Any = None) -> Any:
-            if type(value) is list and getattr(querying, "on", False):
-                return list(value)  # the query's results (the only list it copies)
-            return copy.deepcopy(value, memo)
+    def results(value: Any) -> bool:  # the only list a query copies
+        return type(value) is list and getattr(querying, "on", False)
 
     def query(table: Any, *args: Any, **kwargs: Any) -> Any:
         querying.on = True
@@ -460,7 +460,7 @@ def query_results_read_in_place(patches: Patches) -> None:
         finally:
             querying.on = False
 
-    patches.replace(table_module, "copy", _CopyOutsideQueries())
+    patches.replace(table_module, "copy", _CopyModule(results, list))
     patches.replace(table_module.Table, "query", query)
 
 
