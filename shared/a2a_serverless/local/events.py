@@ -481,7 +481,7 @@ class StreamMapping(_Poller):
         raw = _shard_records(self.stream_arn, start, limit)
         if raw is None:
             return self._read_api(start, limit)
-        return [self._lambda_record(r, from_json=True) for r in raw]
+        return [self._lambda_record(r, view=True) for r in raw]
 
     def _read_api(self, start: int | None, limit: int) -> list[dict[str, Any]]:
         """`_read` through the Streams API (GetShardIterator + GetRecords)."""
@@ -496,10 +496,11 @@ class StreamMapping(_Poller):
         _forget_iterators(self.stream_arn, iterator, response.get("NextShardIterator"))
         return [self._lambda_record(r) for r in response["Records"]]
 
-    def _lambda_record(self, record: dict[str, Any], from_json: bool = False) -> dict[str, Any]:
-        """A Streams API record as Lambda passes it; `from_json`: already JSON values (a fresh
-        copy of its own, dates in epoch seconds), not boto3's decoded ones."""
-        shaped = record if from_json else _jsonable(record)
+    def _lambda_record(self, record: dict[str, Any], view: bool = False) -> dict[str, Any]:
+        """A Streams API record as Lambda passes it; `view`: a record of moto's shard as
+        `_shard_records` gives it (its own top level, dates in epoch seconds), not boto3's
+        decoded one."""
+        shaped = record if view else _jsonable(record)
         shaped["eventSourceARN"] = self.stream_arn
         identity = shaped.get("userIdentity")
         if isinstance(identity, dict) and "PrincipalId" in identity:
