@@ -47,13 +47,14 @@ class _Push:
 
     config_json: str
     payload_version: str
+    after_seq: int = 0
     parked: bool = False
     queued_through: int | None = None
     failures: int = 0
 
     def config(self) -> models.TaskPushNotificationConfig:
         config = models.TaskPushNotificationConfig.model_validate_json(self.config_json)
-        return config.for_payload_version(self.payload_version)
+        return config.for_payload_version(self.payload_version).for_events_after(self.after_seq)
 
 
 @dataclass
@@ -66,7 +67,7 @@ class _Task:
 
 
 def _push(config: models.TaskPushNotificationConfig) -> _Push:
-    return _Push(json.dumps(config.wire()), config.payload_version)
+    return _Push(json.dumps(config.wire()), config.payload_version, config.after_seq)
 
 
 def _status_ts(status: models.TaskStatus) -> str:

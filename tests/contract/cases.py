@@ -614,6 +614,40 @@ def test_push_config_crud(store: TaskStore) -> None:
     assert store.list_push_configs(uid("none")) == []
 
 
+def test_a_push_config_keeps_the_event_it_was_made_after(store: TaskStore) -> None:
+    """`after_seq` (the sender skips a config's events up to it) is stored with the config by
+    every path that writes one, read back by every path that reads one, kept while the
+    config is parked, and made anew when the config is replaced."""
+    owner = uid("owner")
+    task_id = create(store, owner).task_id
+    store.put_push_config(config(task_id, "late").for_events_after(7))
+    store.put_push_config(config(task_id, "v03").for_payload_version("0.3").for_events_after(3))
+    later = create(store, owner)
+    move(store, later, TaskState.INPUT_REQUIRED, 2)
+    turn_2 = config(later.task_id, "turn-2").for_events_after(2)
+    move(store, later, TaskState.WORKING, 3, turn=2, push_config=turn_2)
+
+    def afters(task: str) -> dict[str | None, int]:
+        return {c.id: c.after_seq for c, _ in store.list_push_configs(task)}
+
+    assert afters(task_id) == {"late": 7, "v03": 3}
+    assert afters(later.task_id) == {"turn-2": 2}
+    assert store.get_push_config(task_id, "late") == config(task_id, "late").for_events_after(7)
+    v03 = store.get_push_config(task_id, "v03")
+    assert v03 is not None and (v03.payload_version, v03.after_seq) == ("0.3", 3)
+    both = store.push_configs_of([task_id, later.task_id])
+    assert {t: {c.id: c.after_seq for c, _ in got} for t, got in both.items()} == {
+        task_id: {"late": 7, "v03": 3},
+        later.task_id: {"turn-2": 2},
+    }
+    store.park_push_config(task_id, "late", 9)
+    delivery = store.get_push_delivery(task_id, "late")
+    assert delivery is not None and delivery.config.after_seq == 7
+    assert afters(task_id)["late"] == 7
+    store.put_push_config(config(task_id, "late"))  # replaced: a config made anew
+    assert afters(task_id) == {"late": 0, "v03": 3}
+
+
 def test_push_configs_of_a_batch_s_tasks(store: TaskStore) -> None:
     """What the webhook sender reads for a stream batch: each task's configs, as
     `list_push_configs` gives them, however they came (none, inline at creation or at a

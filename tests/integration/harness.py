@@ -190,8 +190,13 @@ class A2A:
         message = user_message(text, message_id=message_id, task_id=task_id, context_id=context_id)
         return self.send_message(message, blocking=blocking)
 
-    def send_message(self, message: dict[str, Any], *, blocking: bool = True) -> Resp:
-        body = {"message": message, "configuration": {"returnImmediately": not blocking}}
+    def send_message(
+        self, message: dict[str, Any], *, blocking: bool = True, push_url: str | None = None
+    ) -> Resp:
+        configuration: dict[str, Any] = {"returnImmediately": not blocking}
+        if push_url is not None:  # an inline webhook
+            configuration["taskPushNotificationConfig"] = {"url": push_url}
+        body = {"message": message, "configuration": configuration}
         event = load_event("send_message.json", principal=self.principal, body=body)
         with _labelled("send"):
             return invoke_web_adapter(self.stack.app_for("SendMessageFunction"), event)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from a2a_serverless import wiring
 from a2a_serverless.local.stack import LocalStack
-from a2a_serverless.models import TaskPushNotificationConfig, TaskState
+from a2a_serverless.models import TaskState
 from tests.contract.cases import chunk, create, move
 from tests.integration.harness import (
     A2A,
@@ -21,6 +21,7 @@ from tests.integration.harness import (
     WORKER,
     CallCounter,
     event_log,
+    user_message,
     wait_idle,
     wait_state,
 )
@@ -231,10 +232,10 @@ def test_webhook_sender_budgets() -> None:
             stream = stack.event_sources.by_name("WebhookSenderFunction.TaskEvents")
             queue = stack.event_sources.by_name("WebhookSenderFunction.Retries")
             alice = A2A(stack, "alice")
-            first = alice.send("a b c d e f g h").json["task"]["id"]
+            with_hook = user_message("a b c d e f g h")
+            first = alice.send_message(with_hook, push_url=hook).json["task"]["id"]
             second = alice.send("i j k l").json["task"]["id"]
             push = wiring.get_push()
-            push.create("alice", first, TaskPushNotificationConfig(url=hook))
             counter = CallCounter()
             with counter.measure("stream batch") as batch:
                 while stream.poll_once():

@@ -422,6 +422,33 @@ def test_events_behind_a_dead_lettered_one_still_get_their_attempts(
     assert webhooks.delivered("late") == expected[1:]
 
 
+def test_a_webhook_gets_the_events_written_after_it_was_made(
+    stack: LocalStack, webhooks: Webhooks
+) -> None:
+    """The stream is read after all the configs were made (here by hand; on AWS its batches
+    trail the writes by about a second): the inline config of the new task gets the whole
+    log, one made through the API at input-required and the follow-up's inline one get the
+    second turn only, from its SUBMITTED status, none of the events written before them."""
+    task_id = start_task(webhooks.hook("inline", always(200)), "ask [input]")
+    turn_1 = events_of(stack, task_id)
+    assert turn_1[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    made = TaskPushNotificationConfig(url=webhooks.hook("api", always(200)))
+    wiring.get_push().create(OWNER, task_id, made)
+    follow_up = _message("more", task_id)
+    follow_up.configuration.task_push_notification_config = TaskPushNotificationConfig(
+        url=webhooks.hook("turn-2", always(200))
+    )
+    wiring.get_service().send_message(OWNER, follow_up)
+    wait_settled(task_id)
+    pump_stream(stack)
+    everything = events_of(stack, task_id)
+    turn_2 = everything[len(turn_1) :]
+    assert turn_2[0]["statusUpdate"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert webhooks.delivered("inline") == everything
+    assert webhooks.delivered("api") == turn_2
+    assert webhooks.delivered("turn-2") == turn_2
+
+
 def test_a_refusing_webhook_is_not_retried(stack: LocalStack, webhooks: Webhooks) -> None:
     task_id = start_task(webhooks.hook("gone", always(404)))
     expected = events_of(stack, task_id)

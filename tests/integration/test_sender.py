@@ -249,6 +249,28 @@ def test_a_parked_webhooks_events_of_a_batch_are_queued_in_order_in_few_calls(
     assert seqs == list(range(1, 13))
 
 
+def test_a_config_gets_only_the_events_after_the_one_it_was_made_after(
+    stack: LocalStack, queue_url: str
+) -> None:
+    """A stream batch read after a config was made can hold the task's older events: the
+    config gets those after its `after_seq` only, on both paths that deliver stream events."""
+    receiver = Receiver([])
+    sender = _sender(queue_url, receiver)
+    store = wiring.get_store()
+    task_id = create(store, "alice").task_id
+    store.put_push_config(_config(task_id, "all"))
+    store.put_push_config(_config(task_id, "late").for_events_after(2))
+    events = [StreamEvent(task_id, seq, _body(task_id, TaskState.WORKING)) for seq in (1, 2, 3, 4)]
+    configs = {task_id: store.list_push_configs(task_id)}
+    assert sender.deliver_stream_batch(events, configs, deadline=float("inf")) == {}
+    assert len(receiver.calls) == 6  # 4 to "all", 2 to "late"
+    one_config = [(_config(task_id, "late").for_events_after(4), False)]
+    sender.deliver_stream_event(task_id, 4, events[3].body, one_config, set())
+    sender.deliver_stream_event(task_id, 5, events[3].body, one_config, set())
+    assert len(receiver.calls) == 7
+    assert _queued(queue_url) == []
+
+
 def test_an_owner_whose_webhook_was_parked_has_its_webhooks_parked_at_once_for_a_while(
     stack: LocalStack, queue_url: str
 ) -> None:

@@ -19,7 +19,12 @@ from a2a_serverless.core.push import PushService
 from a2a_serverless.core.query import TaskQueries
 from a2a_serverless.core.send import MessageSender, ModePolicy, WaitPolicy
 from a2a_serverless.core.tasklog import transition
-from a2a_serverless.models import Caller, SendMessageRequest, TaskState
+from a2a_serverless.models import (
+    Caller,
+    SendMessageRequest,
+    TaskPushNotificationConfig,
+    TaskState,
+)
 from tests.fakes import InMemoryTaskStore
 
 
@@ -147,6 +152,42 @@ def test_a_continued_task_s_stream_opens_before_its_turn_runs(store: InMemoryTas
         TaskState.WORKING,
         TaskState.COMPLETED,
     ]
+
+
+def with_hook(sent: SendMessageRequest, config_id: str) -> SendMessageRequest:
+    """`sent` carrying an inline webhook (a public address: vetted without DNS)."""
+    assert sent.configuration is not None
+    hook = TaskPushNotificationConfig(id=config_id, url="https://93.184.216.34/hook")
+    sent.configuration.task_push_notification_config = hook
+    return sent
+
+
+def test_a_webhook_gets_the_events_written_after_it_was_made(store: InMemoryTaskStore) -> None:
+    """A config's `after_seq` (the sender skips the events up to it): an inline config of a
+    new task 0 (the whole log), one made through the API the task's last event then, an inline
+    config of a follow-up the seq before its turn's first status. Not on the wire."""
+    sender = make_sender(store, RecordingExecutor(), push_enabled=True)
+    push = PushService(store, True, EgressPolicy())
+    task_id = sender.admit("alice", with_hook(request(), "inline")).task_id
+    record = store.get_record(task_id)
+    assert record is not None
+    transition(store, record, TaskState.WORKING)
+    made = push.create(
+        "alice", task_id, TaskPushNotificationConfig(id="api", url="https://93.184.216.34/a")
+    )
+    assert made.after_seq == 2 == store.last_seq(task_id)
+    record = store.get_record(task_id)
+    assert record is not None
+    transition(store, record, TaskState.INPUT_REQUIRED)
+    follow_up = with_hook(request("m2", "more", taskId=task_id), "turn-2")
+    assert sender.admit("alice", follow_up).seq == 4
+    stored = {c.id: c for c, _ in store.list_push_configs(task_id)}
+    assert {i: c.after_seq for i, c in stored.items()} == {"inline": 0, "api": 2, "turn-2": 3}
+    assert push.get("alice", task_id, "api").wire() == {
+        "id": "api",
+        "taskId": task_id,
+        "url": "https://93.184.216.34/a",
+    }
 
 
 def test_a_working_task_refuses_a_new_message(store: InMemoryTaskStore) -> None:

@@ -106,7 +106,9 @@ class PushService:
         if config.task_id and config.task_id != task_id:
             raise invalid_field("taskId", "does not match the task in the request path")
         self._owned(owner, task_id)
-        stored = self.prepared(config, task_id)
+        # Events already written are not this config's (their stream batch may not have been
+        # read yet): it gets the ones after the task's last event now.
+        stored = self.prepared(config, task_id).for_events_after(self.store.last_seq(task_id))
         self.store.put_push_config(stored)
         return stored
 

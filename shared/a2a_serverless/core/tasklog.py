@@ -73,7 +73,8 @@ def transition(
             execution=execution,
             flow_state=flow_state,
             expected_turn=record.turn,
-            push_config=push_config,
+            # The turn's inline webhook: its events on, from this status.
+            push_config=push_config.for_events_after(next_seq - 1) if push_config else None,
         )
         try:
             store.apply_status(change)

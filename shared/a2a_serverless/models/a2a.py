@@ -369,14 +369,26 @@ class TaskPushNotificationConfig(A2AModel):
     # The A2A version whose payloads the webhook expects: set by the binding that created the
     # config (a 0.3 receiver expects the Task object), stored with it, never on the wire.
     _payload_version: str = PrivateAttr(default="1.0")
+    # The task's last event when the config was made: it gets the events after it only
+    # (a stream batch read after the config was made can still hold older ones). Stored.
+    _after_seq: int = PrivateAttr(default=0)
 
     @property
     def payload_version(self) -> str:
         return self._payload_version
 
+    @property
+    def after_seq(self) -> int:
+        return self._after_seq
+
     def for_payload_version(self, version: str) -> TaskPushNotificationConfig:
         marked = self.model_copy()
         marked._payload_version = version
+        return marked
+
+    def for_events_after(self, seq: int) -> TaskPushNotificationConfig:
+        marked = self.model_copy()
+        marked._after_seq = seq
         return marked
 
 

@@ -1,16 +1,17 @@
 """WebhookSenderFunction: deliver every new event of a task to the task's webhooks.
 
 Two event sources feed it (template.yaml):
-- the table's stream (filter: inserted `E#` event items): each event is POSTed to every
-  push config of its task. A batch runs one lane per (task, config) on a small thread pool:
-  a config's events go in order, lanes run side by side, so one owner's slow webhooks hold
-  up no one else's. A webhook that keeps failing, or answers slower than `slow_seconds`, is
-  *parked*: this and all its later events go to a FIFO queue, one message group per task
-  and config, so its order is kept while it is retried (with the full read timeout), and it
-  never holds back other tasks' deliveries. Past the batch's deadline, lanes park instead
-  of POSTing. An owner whose webhook was parked for failing or being slow is *penalized* for a
-  while: all its webhooks are parked at once (no direct attempt), so one owner's webhooks
-  hold the shard for at most one slow threshold, not one per new task or config.
+- the table's stream (filter: inserted `E#` event items): each event is POSTed to every push
+  config of its task that was made before it (a config's `after_seq`). A batch runs one lane
+  per (task, config) on a small thread pool: a config's events go in order, lanes run side
+  by side, so one owner's slow webhooks hold up no one else's. A webhook that keeps failing,
+  or answers slower than `slow_seconds`, is *parked*: this and all its later events go to a
+  FIFO queue, one message group per task and config, so its order is kept while it is
+  retried (with the full read timeout), and it never holds back other tasks' deliveries.
+  Past the batch's deadline, lanes park instead of POSTing. An owner whose webhook was
+  parked for failing or being slow is *penalized* for a while: all its webhooks are parked
+  at once (no direct attempt), so one owner's webhooks hold the shard for at most one slow
+  threshold, not one per new task or config.
 - that FIFO queue: one delivery attempt per message; a retryable failure is counted on the
   config item, backs off (visibility timeout, growing with the count) and reports the message
   failed, which holds its group; after PushMaxAttempts failed attempts the sender moves it to
@@ -322,6 +323,8 @@ class WebhookSender:
         rank: dict[tuple[str, str], tuple[int, int]] = {}
         for index, event in enumerate(events):
             for position, (config, parked) in enumerate(configs.get(event.task_id, [])):
+                if event.seq <= config.after_seq:
+                    continue  # written before the config was made
                 key = (event.task_id, config.id or "")
                 if key not in lanes:
                     lanes[key] = _Lane(config, parked, [])
@@ -443,7 +446,8 @@ class WebhookSender:
         event = StreamEvent(task_id, seq, body)
         payloads = _Payloads(self)
         for config, parked in configs:
-            self._deliver_to(event, config, parked, parked_now, payloads, deadline)
+            if seq > config.after_seq:  # else written before the config was made
+                self._deliver_to(event, config, parked, parked_now, payloads, deadline)
 
     def _deliver_to(
         self,

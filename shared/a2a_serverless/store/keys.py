@@ -370,6 +370,8 @@ def push_item(config: TaskPushNotificationConfig) -> dict[str, Any]:
     item = {**push_key(config.task_id or "", config.id or ""), "cfg": s(dumps(config.wire()))}
     if config.payload_version != "1.0":
         item["fmt"] = s(config.payload_version)
+    if config.after_seq:
+        item["aft"] = n(config.after_seq)
     return item
 
 
@@ -469,7 +471,9 @@ def message_of(item: Mapping[str, Any]) -> Message:
 
 def push_config_of(item: Mapping[str, Any]) -> TaskPushNotificationConfig:
     config = TaskPushNotificationConfig.model_validate_json(item["cfg"]["S"])
-    return config.for_payload_version(item["fmt"]["S"]) if "fmt" in item else config
+    if "fmt" in item:
+        config = config.for_payload_version(item["fmt"]["S"])
+    return config.for_events_after(int(item["aft"]["N"])) if "aft" in item else config
 
 
 def record_of(item: Mapping[str, Any]) -> TaskRecord:
