@@ -11,7 +11,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from a2a_serverless.models.a2a import A2AModel, Message, SendMessageRequest, StreamResponse, Task
+from a2a_serverless.models.a2a import (
+    A2AModel,
+    Artifact,
+    Message,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    _models_named_by,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = {
@@ -45,6 +56,34 @@ def test_a_model_is_built_at_its_first_use_not_at_import() -> None:
         check=True,
     ).stdout.strip()
     assert out == "(False, False) (True, False)"
+
+
+def test_a_model_s_first_use_builds_the_models_its_fields_name_first() -> None:
+    """Bottom-up: each model its fields name (through lists, unions, Optional) is built on its
+    own before it, so later first uses (a Message, a TaskStatus) find theirs built, and no
+    model unrelated to it is."""
+    assert _models_named_by(Task) == [TaskStatus, Artifact, Message]
+    assert _models_named_by(StreamResponse) == [
+        Task,
+        Message,
+        TaskStatusUpdateEvent,
+        TaskArtifactUpdateEvent,
+    ]
+    probe = (
+        "from a2a_serverless.models import a2a\n"
+        f"a2a.StreamResponse.model_validate({{'task': {TASK!r}}})\n"
+        "names = ('Task', 'TaskStatus', 'Message', 'Part', 'Artifact', 'TaskStatusUpdateEvent',"
+        " 'SendMessageRequest', 'AgentCard')\n"
+        "print([getattr(a2a, n).__pydantic_complete__ for n in names])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={"PYTHONPATH": str(ROOT / "shared")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert out == "[True, True, True, True, True, True, False, False]"
 
 
 def test_first_uses_from_many_threads_at_once_answer_as_one_thread() -> None:
