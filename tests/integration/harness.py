@@ -191,11 +191,15 @@ class A2A:
         return self.send_message(message, blocking=blocking)
 
     def send_message(
-        self, message: dict[str, Any], *, blocking: bool = True, push_url: str | None = None
+        self,
+        message: dict[str, Any],
+        *,
+        blocking: bool = True,
+        push_config: dict[str, Any] | None = None,
     ) -> Resp:
         configuration: dict[str, Any] = {"returnImmediately": not blocking}
-        if push_url is not None:  # an inline webhook
-            configuration["taskPushNotificationConfig"] = {"url": push_url}
+        if push_config is not None:  # an inline webhook
+            configuration["taskPushNotificationConfig"] = push_config
         body = {"message": message, "configuration": configuration}
         event = load_event("send_message.json", principal=self.principal, body=body)
         with _labelled("send"):

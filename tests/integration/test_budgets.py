@@ -233,7 +233,7 @@ def test_webhook_sender_budgets() -> None:
             queue = stack.event_sources.by_name("WebhookSenderFunction.Retries")
             alice = A2A(stack, "alice")
             with_hook = user_message("a b c d e f g h")
-            first = alice.send_message(with_hook, push_url=hook).json["task"]["id"]
+            first = alice.send_message(with_hook, push_config={"url": hook}).json["task"]["id"]
             second = alice.send("i j k l").json["task"]["id"]
             push = wiring.get_push()
             counter = CallCounter()

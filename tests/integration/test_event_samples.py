@@ -38,6 +38,7 @@ from tests.integration.harness import (
     invoke_worker,
     load_event,
     partition,
+    user_message,
     wait_idle,
     wait_state,
 )
@@ -407,8 +408,12 @@ def check_flow_worker_fail(run: Run) -> None:
 
 
 def check_webhook_stream_batch(run: Run) -> None:
-    task_id = completed_task(run)
-    assert create_config(run, task_id).status == 200
+    # The sample's config, inline: a webhook gets the events written after it was made, and
+    # the sample's records are the task's first three.
+    config = json.loads(sample("push_config_create.json", hook=run.receiver.url)["body"])
+    response = run.alice.send_message(user_message("sample"), push_config=config)
+    assert response.task["status"]["state"] == "TASK_STATE_COMPLETED"
+    task_id = str(response.task["id"])
     event = sample("webhook_stream_batch.json", task_id=task_id)
     answer = invoke(run.stack, "webhook_stream_batch.json", event)
     assert answer == {"batchItemFailures": []}  # Lambda's partial-batch response: none failed
