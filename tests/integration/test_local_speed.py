@@ -646,6 +646,23 @@ def test_a_stack_runs_with_its_switch_interval_and_restores_the_interpreter_s(
         assert sys.getswitchinterval() == before
 
 
+def test_a_stack_runs_with_its_gc_threshold_and_restores_the_interpreter_s(
+    monkeypatch: Any,
+) -> None:
+    import gc
+
+    from a2a_serverless.local import stack as local_stack
+
+    before = gc.get_threshold()
+    monkeypatch.delenv(local_stack.GC_THRESHOLD_ENV, raising=False)
+    with local_stack.LocalStack(event_sources=False):
+        assert gc.get_threshold() == (local_stack.GC_THRESHOLD, *before[1:])
+    assert gc.get_threshold() == before
+    monkeypatch.setenv(local_stack.GC_THRESHOLD_ENV, "0")  # the interpreter's own
+    with local_stack.LocalStack(event_sources=False):
+        assert gc.get_threshold() == before
+
+
 def test_a_state_machine_json_path_is_parsed_once(monkeypatch: Any) -> None:
     """Under the patch a JSONPath is parsed on its first use only, and answers as moto's own
     parse does (find and update); a path that does not parse raises every time; undone."""
