@@ -984,16 +984,18 @@ def _compile_the_package() -> None:
     probes run with PYTHONDONTWRITEBYTECODE, so without this any module edited since its last
     .pyc would be compiled at every probe. Timestamp-checked, as Python itself writes them: an
     unchecked .pyc in the dev tree would hide later edits. Also as the layer ships it:
-    botocore's endpoints cut to the functions' services (a2a_serverless/_endpoints.json,
-    ignored by git; the functions read it only when cut from the botocore they run with)."""
+    botocore's endpoints and service models cut to the functions' services
+    (a2a_serverless/_endpoints.json, _service-2.*.json, ignored by git; the functions read
+    them only when cut from the botocore they run with)."""
     import compileall
 
     import botocore
 
-    from a2a_serverless.botocore_endpoints import write_cut
+    from a2a_serverless.botocore_endpoints import write_cut, write_model_cuts
 
     compileall.compile_dir(ROOT / "shared" / "a2a_serverless", quiet=1, workers=0)
     write_cut(Path(botocore.__file__).parent)
+    write_model_cuts(Path(botocore.__file__).parent)
 
 
 def _import_without_bytecode(spec: dict[str, Any], env: dict[str, str], repeats: int) -> float:

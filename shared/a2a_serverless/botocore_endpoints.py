@@ -14,12 +14,18 @@ that keeps the endpoint URL to each service's endpoint ruleset, as with the whol
 from elsewhere would make botocore resolve the URL the legacy way and hand it to the ruleset
 as a fixed endpoint (no account-based DynamoDB endpoints, for one).
 
+The same step writes the service models of those services without their documentation
+(`_service-2.<service>.json`): botocore reads a client's whole model at its creation, gzipped
+and mostly documentation (DynamoDB's: 556 KB, of which 113 KB is the API), 3-7 ms of CPU a
+client; the functions' session reads the cut model instead, under the same version check.
+
 Standard library only: the build runs it with whatever Python it has, on a layer whose
 compiled packages are for Lambda's.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import sys
@@ -29,6 +35,10 @@ from typing import Any
 # endpoints.json's names for the services of wiring.aws_client (Step Functions is "states").
 SERVICES = ("dynamodb", "kms", "sqs", "states")
 CUT_FILE = Path(__file__).with_name("_endpoints.json")
+# botocore's data folders of the same services: their service models are cut too.
+MODEL_SERVICES = ("dynamodb", "kms", "sqs", "stepfunctions")
+# Mappings whose keys are names (an operation, shape or member may be called "documentation").
+_NAMED = frozenset({"operations", "shapes", "members"})
 _VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 
 
@@ -96,6 +106,98 @@ def use_cut_endpoints(loader: Any, version: str, path: Path | None = None) -> bo
     return True
 
 
+def undocumented(value: Any, names: bool = False) -> Any:
+    """A service model (or part of one) without its `documentation` strings. `names`: `value`
+    maps names to definitions (operations, shapes, members), whose keys are all kept."""
+    if isinstance(value, list):
+        return [undocumented(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if names:
+        return {key: undocumented(item) for key, item in value.items()}
+    return {
+        key: undocumented(item, key in _NAMED)
+        for key, item in value.items()
+        if not (key == "documentation" and isinstance(item, str))
+    }
+
+
+def model_file(service: str, folder: Path | None = None) -> Path:
+    return (folder or CUT_FILE.parent) / f"_service-2.{service}.json"
+
+
+def _latest_model(botocore_dir: Path, service: str) -> tuple[str, Path] | None:
+    """The newest API version of `service` and its service-2 file, as botocore picks it."""
+    found: dict[str, Path] = {}
+    folder = botocore_dir / "data" / service
+    for version in folder.iterdir() if folder.is_dir() else ():
+        for name in ("service-2.json", "service-2.json.gz"):
+            if (version / name).is_file():
+                found.setdefault(version.name, version / name)
+    if not found:
+        return None
+    latest = max(found)
+    return latest, found[latest]
+
+
+def write_model_cuts(botocore_dir: Path, folder: Path | None = None) -> list[Path]:
+    """Each of MODEL_SERVICES' newest service model in `botocore_dir`, undocumented, into
+    `folder` (this package's), tagged with the botocore version and API version."""
+    written = []
+    for service in MODEL_SERVICES:
+        found = _latest_model(botocore_dir, service)
+        if found is None:
+            continue
+        api_version, path = found
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        document = {
+            "botocore": botocore_version(botocore_dir),
+            "apiVersion": api_version,
+            "model": undocumented(json.loads(raw)),
+        }
+        target = model_file(service, folder)
+        target.write_text(json.dumps(document, separators=(",", ":")))
+        written.append(target)
+    return written
+
+
+def read_model_cut(
+    service: str, api_version: str, version: str, folder: Path | None = None
+) -> dict[str, Any] | None:
+    """The cut model of `service` at `api_version`, if there is one cut from botocore
+    `version`; else None."""
+    try:
+        document = json.loads(model_file(service, folder).read_text())
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(document, dict)
+        or document.get("botocore") != version
+        or document.get("apiVersion") != api_version
+    ):
+        return None
+    model = document.get("model")
+    return model if isinstance(model, dict) else None
+
+
+def use_cut_models(loader: Any, version: str, folder: Path | None = None) -> None:
+    """Make `loader` (a botocore Loader) answer the service models of MODEL_SERVICES with
+    their cuts in `folder` (this package's) when cut from botocore `version`; anything else
+    (no cut, another version, another API version) from botocore's own files."""
+    full = loader.load_data_with_path
+
+    def load_data_with_path(name: str) -> tuple[Any, str]:
+        service, _, rest = name.partition("/")
+        api_version, _, type_name = rest.partition("/")
+        if type_name == "service-2" and service in MODEL_SERVICES:
+            model = read_model_cut(service, api_version, version, folder)
+            if model is not None:
+                return model, str(Path(loader.BUILTIN_DATA_PATH) / name)
+        return full(name)
+
+    loader.load_data_with_path = load_data_with_path
+
+
 def main(argv: list[str]) -> int:
     """`python -m a2a_serverless.botocore_endpoints SITE_DIR`: cut SITE_DIR/botocore's
     endpoints into SITE_DIR/a2a_serverless/ (the layer's python/ folder)."""
@@ -108,6 +210,8 @@ def main(argv: list[str]) -> int:
         return 0
     written = write_cut(site / "botocore", site / "a2a_serverless" / CUT_FILE.name)
     print(f"endpoints cut to {', '.join(SERVICES)}: {written}")
+    models = write_model_cuts(site / "botocore", site / "a2a_serverless")
+    print(f"service models without documentation: {', '.join(p.name for p in models)}")
     return 0
 
 

@@ -81,17 +81,19 @@ class _ServiceNames:
 
 def _lighter_loader(session: Any) -> None:
     """The session's loader checks service names in one folder (`_ServiceNames`) and reads the
-    layer's cut of endpoints.json when there is one (botocore_endpoints.py). Only on this
+    layer's cuts of endpoints.json and of the service models when there are
+    (botocore_endpoints.py). Only on this
     module's own session: boto3's default session (the local stack, tests, a flow's own
     clients) keeps botocore's own loader."""
     import botocore
 
-    from a2a_serverless.botocore_endpoints import use_cut_endpoints
+    from a2a_serverless.botocore_endpoints import use_cut_endpoints, use_cut_models
 
     loader = session.get_component("data_loader")
     full = loader.list_available_services
     loader.list_available_services = lambda type_name: _ServiceNames(loader, full, type_name)
     use_cut_endpoints(loader, botocore.__version__)
+    use_cut_models(loader, botocore.__version__)
 
 
 def aws_client(service: str, settings: Settings) -> Any:

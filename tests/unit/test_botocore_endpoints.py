@@ -5,6 +5,7 @@ region, read only when cut from the botocore that runs, and written by the layer
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,22 @@ from typing import Any
 import botocore
 import botocore.session
 import pytest
+from botocore.model import ServiceModel
 from botocore.regions import EndpointResolver
 
 from a2a_serverless import botocore_endpoints, wiring
-from a2a_serverless.botocore_endpoints import SERVICES, cut, main, use_cut_endpoints, write_cut
+from a2a_serverless.botocore_endpoints import (
+    MODEL_SERVICES,
+    SERVICES,
+    cut,
+    main,
+    model_file,
+    undocumented,
+    use_cut_endpoints,
+    use_cut_models,
+    write_cut,
+    write_model_cuts,
+)
 
 BOTOCORE = Path(botocore.__file__).parent
 FULL = json.loads((BOTOCORE / "data" / "endpoints.json").read_text())
@@ -23,6 +36,8 @@ FULL = json.loads((BOTOCORE / "data" / "endpoints.json").read_text())
 
 @pytest.fixture
 def cut_file(tmp_path: Path) -> Path:
+    """The endpoints cut, and the service models' cuts beside it."""
+    write_model_cuts(BOTOCORE, tmp_path)
     return write_cut(BOTOCORE, tmp_path / "_endpoints.json")
 
 
@@ -72,33 +87,81 @@ def _resolved(
 
 # Regions of four partitions: the request URL and the signature's scope come out the same.
 REGIONS = ("us-east-1", "eu-west-1", "ap-southeast-2", "cn-north-1", "us-gov-west-1")
-CALLS = {
-    "dynamodb": ("get_item", {"TableName": "t", "Key": {"pk": {"S": "x"}}}),
-    "stepfunctions": ("describe_execution", {"executionArn": "arn:aws:states:::execution:m:e"}),
-    "sqs": ("get_queue_url", {"QueueName": "q"}),
-    "kms": ("get_public_key", {"KeyId": "alias/k"}),
-}
+# One call per service, and the calls of the functions' hot paths (nested attribute values):
+# the same bytes from the cut service models as from botocore's.
+CALLS: list[tuple[str, str, dict[str, Any]]] = [
+    ("dynamodb", "get_item", {"TableName": "t", "Key": {"pk": {"S": "x"}}}),
+    (
+        "dynamodb",
+        "transact_write_items",
+        {
+            "TransactItems": [
+                {
+                    "Update": {
+                        "TableName": "t",
+                        "Key": {"pk": {"S": "x"}, "sk": {"S": "y"}},
+                        "UpdateExpression": "SET #a = :a ADD n :one",
+                        "ConditionExpression": "attribute_exists(pk)",
+                        "ExpressionAttributeNames": {"#a": "a"},
+                        "ExpressionAttributeValues": {
+                            ":a": {"M": {"l": {"L": [{"B": b"\x00"}, {"NULL": True}]}}},
+                            ":one": {"N": "1"},
+                        },
+                    }
+                },
+                {"Put": {"TableName": "t", "Item": {"pk": {"S": "z"}, "ss": {"SS": ["a"]}}}},
+            ],
+            "ClientRequestToken": "token",
+        },
+    ),
+    (
+        "stepfunctions",
+        "start_execution",
+        {
+            "stateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:m",
+            "name": "n",
+            "input": "{}",
+        },
+    ),
+    (
+        "sqs",
+        "send_message_batch",
+        {
+            "QueueUrl": "https://sqs.us-east-1.amazonaws.com/1/q.fifo",
+            "Entries": [{"Id": "0", "MessageBody": "b", "MessageGroupId": "g"}],
+        },
+    ),
+    ("stepfunctions", "describe_execution", {"executionArn": "arn:aws:states:::execution:m:e"}),
+    ("sqs", "get_queue_url", {"QueueName": "q"}),
+    ("kms", "get_public_key", {"KeyId": "alias/k"}),
+]
 
 
 class _Sent(Exception):
     """Raised by the send hook: the request went no further than being signed."""
 
 
-def _sent(session: Any, service: str, region: str) -> tuple[str, str]:
-    """The URL and the credential scope of one call, signed and never sent."""
-    seen: list[tuple[str, str]] = []
+def _sent(
+    session: Any, service: str, operation: str, params: dict[str, Any], region: str
+) -> tuple[str, str, bytes, str]:
+    """The URL, the credential scope, the body and the target header of one call, signed and
+    never sent."""
+    seen: list[tuple[str, str, bytes, str]] = []
 
     def capture(request: Any, **_: Any) -> None:
         authorization = request.headers["Authorization"].decode()
         scope = authorization.split("Credential=")[1].split(",")[0].split("/", 2)[2]
-        seen.append((request.url, scope))
+        target = request.headers.get("X-Amz-Target", b"").decode()
+        seen.append((request.url, scope, request.body or b"", target))
         raise _Sent
 
     client = session.create_client(
-        service, region_name=region, aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="s"
+        service,
+        region_name=region,
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="s",
     )
     client.meta.events.register("before-send", capture)
-    operation, params = CALLS[service]
     with pytest.raises(_Sent):
         getattr(client, operation)(**params)
     return seen[0]
@@ -110,9 +173,12 @@ def test_the_functions_clients_send_to_the_same_urls_with_the_same_signing(
     whole = botocore.session.get_session()
     ours = botocore.session.get_session()
     assert use_cut_endpoints(ours.get_component("data_loader"), botocore.__version__, cut_file)
+    use_cut_models(ours.get_component("data_loader"), botocore.__version__, cut_file.parent)
     for region in REGIONS:
-        for service in CALLS:
-            assert _sent(ours, service, region) == _sent(whole, service, region), (service, region)
+        for service, operation, params in CALLS:
+            assert _sent(ours, service, operation, params, region) == _sent(
+                whole, service, operation, params, region
+            ), (operation, region)
 
 
 def test_a_client_made_from_the_cut_never_reads_endpoints_json(cut_file: Path) -> None:
@@ -173,10 +239,29 @@ def test_the_build_step_cuts_the_layer_s_botocore(tmp_path: Path, capsys: Any) -
     (site / "a2a_serverless").mkdir()
     (site / "botocore" / "__init__.py").write_text("import os\n\n__version__ = '1.2.3'\n")
     (site / "botocore" / "data" / "endpoints.json").write_text(json.dumps(FULL))
+    sqs = BOTOCORE / "data" / "sqs"
+    (latest,) = [p.name for p in sqs.iterdir() if p.is_dir()]
+    for version, model in ((latest, "service-2.json.gz"), ("2000-01-01", "service-2.json")):
+        (site / "botocore" / "data" / "sqs" / version).mkdir(parents=True)
+        source = sqs / latest / "service-2.json.gz"
+        copied = (
+            source.read_bytes() if model.endswith(".gz") else gzip.decompress(source.read_bytes())
+        )
+        (site / "botocore" / "data" / "sqs" / version / model).write_bytes(copied)
     assert main([str(site)]) == 0
     document = json.loads((site / "a2a_serverless" / "_endpoints.json").read_text())
     assert document == {"botocore": "1.2.3", "endpoints": cut(FULL)}
-    assert "endpoints cut to dynamodb, kms, sqs, states" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "endpoints cut to dynamodb, kms, sqs, states" in out
+    assert "service models without documentation: _service-2.sqs.json" in out
+    written = {p.name for p in (site / "a2a_serverless").iterdir()}
+    assert written == {"_endpoints.json", "_service-2.sqs.json"}
+    models = json.loads((site / "a2a_serverless" / "_service-2.sqs.json").read_text())
+    assert models == {
+        "botocore": "1.2.3",
+        "apiVersion": latest,
+        "model": undocumented(json.loads(gzip.decompress(source.read_bytes()))),
+    }
 
 
 def test_the_build_step_without_botocore_cuts_nothing_and_says_so(
@@ -186,3 +271,135 @@ def test_the_build_step_without_botocore_cuts_nothing_and_says_so(
     assert "endpoints not cut" in capsys.readouterr().out
     assert not list(tmp_path.rglob("_endpoints.json"))
     assert main([]) == 2
+
+
+def _botocore_model(service: str) -> dict[str, Any]:
+    loader = botocore.session.get_session().get_component("data_loader")
+    model: dict[str, Any] = loader.load_service_model(service, "service-2")
+    return model
+
+
+def _described(shape: Any, seen: set[str]) -> Any:
+    """What botocore makes of a shape, but its documentation (recursive shapes once)."""
+    if shape is None:
+        return None
+    if shape.name in seen:
+        return shape.name
+    seen = seen | {shape.name}
+    members = getattr(shape, "members", None)
+    return (
+        shape.name,
+        shape.type_name,
+        shape.serialization,
+        {k: v for k, v in shape.metadata.items() if k != "documentation"},
+        {name: _described(member, seen) for name, member in (members or {}).items()},
+        getattr(shape, "required_members", None),
+        _described(getattr(shape, "member", None), seen),
+        _described(getattr(shape, "key", None), seen),
+        _described(getattr(shape, "value", None), seen),
+    )
+
+
+@pytest.mark.parametrize("service", MODEL_SERVICES)
+def test_the_cut_models_describe_the_same_api_without_its_documentation(service: str) -> None:
+    full = _botocore_model(service)
+    ours = undocumented(full)
+    assert "documentation" not in json.dumps(ours).replace('"documentation":{', "")
+    assert len(json.dumps(ours)) < len(json.dumps(full)) / 2
+    whole, cut_model = ServiceModel(full, service), ServiceModel(ours, service)
+    assert cut_model.metadata == whole.metadata
+    assert cut_model.operation_names == whole.operation_names
+    for name in whole.operation_names:
+        a, b = whole.operation_model(name), cut_model.operation_model(name)
+        assert (b.http, b.endpoint_discovery, b.context_parameters, b.idempotent_members) == (
+            a.http,
+            a.endpoint_discovery,
+            a.context_parameters,
+            a.idempotent_members,
+        )
+        for side in ("input_shape", "output_shape"):
+            assert _described(getattr(b, side), set()) == _described(getattr(a, side), set())
+        assert [_described(e, set()) for e in b.error_shapes] == [
+            _described(e, set()) for e in a.error_shapes
+        ]
+
+
+def test_names_that_read_documentation_are_kept() -> None:
+    model = {
+        "documentation": "the service",
+        "operations": {"documentation": {"documentation": "an operation so named"}},
+        "shapes": {
+            "S": {
+                "type": "structure",
+                "members": {"documentation": {"shape": "D", "documentation": "a member"}},
+                "documentation": "a shape",
+            },
+            "D": {"type": "string", "documentation": {"not": "a string: kept"}},
+        },
+    }
+    assert undocumented(model) == {
+        "operations": {"documentation": {}},
+        "shapes": {
+            "S": {"type": "structure", "members": {"documentation": {"shape": "D"}}},
+            "D": {"type": "string", "documentation": {"not": "a string: kept"}},
+        },
+    }
+
+
+def test_clients_made_from_the_cut_models_never_read_botocore_s(cut_file: Path) -> None:
+    session = botocore.session.get_session()
+    loader = session.get_component("data_loader")
+    read: list[str] = []
+    load_file = loader.file_loader.load_file
+
+    def spy(path: str) -> Any:
+        read.append(path)
+        return load_file(path)
+
+    loader.file_loader.load_file = spy
+    use_cut_models(loader, botocore.__version__, cut_file.parent)
+    for service in MODEL_SERVICES:
+        client = session.create_client(service, region_name="eu-west-1")
+        assert not client.meta.service_model.operation_model(
+            client.meta.service_model.operation_names[0]
+        ).documentation
+    assert not [p for p in read if p.endswith("service-2")], read
+    assert any(p.endswith("endpoint-rule-set-1") for p in read)  # the spy sees the others
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "none",  # no file: the dev tree, tests
+        "botocore",  # cut from another botocore
+        "apiVersion",  # another API version than the one asked
+        "broken",
+    ],
+)
+def test_without_a_model_cut_of_this_botocore_the_loader_reads_botocore_s_own(
+    tmp_path: Path, change: str
+) -> None:
+    write_model_cuts(BOTOCORE, tmp_path)
+    path = model_file("dynamodb", tmp_path)
+    document = json.loads(path.read_text())
+    if change == "none":
+        path.unlink()
+    elif change == "broken":
+        path.write_text("not json")
+    else:
+        document[change] = "0.0.0"
+        path.write_text(json.dumps(document))
+    loader = botocore.session.get_session().get_component("data_loader")
+    use_cut_models(loader, botocore.__version__, tmp_path)
+    assert loader.load_service_model("dynamodb", "service-2")["documentation"]
+    assert "documentation" not in loader.load_service_model("sqs", "service-2")
+
+
+def test_wiring_s_own_session_reads_the_cut_models(
+    cut_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(botocore_endpoints, "CUT_FILE", cut_file)
+    session = botocore.session.get_session()
+    wiring._lighter_loader(session)
+    client = session.create_client("dynamodb", region_name="us-east-1")
+    assert "documentation" not in client.meta.service_model._service_description

@@ -104,7 +104,8 @@ _building: set[type] = set()  # models whose fields' models are being built (und
 
 def _models_named_by(model: type[BaseModel]) -> list[type[A2AModel]]:
     """The A2A models a model's fields name (in lists, dicts, unions, Annotated), in order."""
-    namespace = vars(sys.modules[model.__module__])
+    module = sys.modules.get(model.__module__)
+    namespace: dict[str, Any] = vars(module) if module is not None else {}
     found: dict[type[A2AModel], None] = {}
 
     def walk(annotation: Any) -> None:
@@ -160,7 +161,8 @@ class A2AModel(BaseModel):
                 try:
                     for model in _models_named_by(cls):
                         if not model.__pydantic_complete__:
-                            model.model_rebuild()
+                            # One that cannot be built alone is left to this build, as before.
+                            model.model_rebuild(raise_errors=False)
                 finally:
                     _building.discard(cls)
             return super().model_rebuild(
