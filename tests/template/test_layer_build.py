@@ -183,8 +183,9 @@ DYNAMODB_MODEL = {
 
 def _pip_with_botocore(directory: Path, version: str) -> Path:
     """A PYTHON whose pip step installs a small botocore (its version line, an endpoints file
-    of two services and a DynamoDB service model), that is no Python 3.13 when the build asks (the test's own may be:
-    the compile step would then write bytecode), and the test's own Python for anything else."""
+    of two services and a DynamoDB service model), that is no Python 3.13 when the build asks
+    (the test's own may be: the compile step would then write bytecode), and the test's own
+    Python for anything else."""
     endpoints = {
         "version": 3,
         "partitions": [
