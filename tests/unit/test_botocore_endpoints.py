@@ -181,9 +181,8 @@ def test_the_functions_clients_send_to_the_same_urls_with_the_same_signing(
             ), (operation, region)
 
 
-def test_a_client_made_from_the_cut_never_reads_endpoints_json(cut_file: Path) -> None:
-    session = botocore.session.get_session()
-    loader = session.get_component("data_loader")
+def _files_read(loader: Any) -> list[str]:
+    """The paths `loader` reads data files from, from now on (appended as it reads)."""
     read: list[str] = []
     load_file = loader.file_loader.load_file
 
@@ -192,6 +191,13 @@ def test_a_client_made_from_the_cut_never_reads_endpoints_json(cut_file: Path) -
         return load_file(path)
 
     loader.file_loader.load_file = spy
+    return read
+
+
+def test_a_client_made_from_the_cut_never_reads_endpoints_json(cut_file: Path) -> None:
+    session = botocore.session.get_session()
+    loader = session.get_component("data_loader")
+    read = _files_read(loader)
     assert use_cut_endpoints(loader, botocore.__version__, cut_file)
     session.create_client("dynamodb", region_name="eu-west-1")
     assert not [p for p in read if p.endswith("endpoints")]
@@ -220,7 +226,7 @@ def test_without_a_cut_of_this_botocore_the_loader_reads_botocore_s_own(
     assert loader.is_builtin_path(where)
 
 
-def test_wiring_s_own_session_reads_the_cut(
+def test_wiring_s_own_session_reads_the_cuts(
     cut_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(botocore_endpoints, "CUT_FILE", cut_file)
@@ -231,6 +237,7 @@ def test_wiring_s_own_session_reads_the_cut(
     assert session.get_component("data_loader").is_builtin_path(where)
     client = session.create_client("dynamodb", region_name="us-east-1")
     assert client.meta.endpoint_url == "https://dynamodb.us-east-1.amazonaws.com"
+    assert "documentation" not in client.meta.service_model._service_description
 
 
 def test_the_build_step_cuts_the_layer_s_botocore(tmp_path: Path, capsys: Any) -> None:
@@ -349,14 +356,7 @@ def test_names_that_read_documentation_are_kept() -> None:
 def test_clients_made_from_the_cut_models_never_read_botocore_s(cut_file: Path) -> None:
     session = botocore.session.get_session()
     loader = session.get_component("data_loader")
-    read: list[str] = []
-    load_file = loader.file_loader.load_file
-
-    def spy(path: str) -> Any:
-        read.append(path)
-        return load_file(path)
-
-    loader.file_loader.load_file = spy
+    read = _files_read(loader)
     use_cut_models(loader, botocore.__version__, cut_file.parent)
     for service in MODEL_SERVICES:
         client = session.create_client(service, region_name="eu-west-1")
@@ -393,13 +393,3 @@ def test_without_a_model_cut_of_this_botocore_the_loader_reads_botocore_s_own(
     use_cut_models(loader, botocore.__version__, tmp_path)
     assert loader.load_service_model("dynamodb", "service-2")["documentation"]
     assert "documentation" not in loader.load_service_model("sqs", "service-2")
-
-
-def test_wiring_s_own_session_reads_the_cut_models(
-    cut_file: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(botocore_endpoints, "CUT_FILE", cut_file)
-    session = botocore.session.get_session()
-    wiring._lighter_loader(session)
-    client = session.create_client("dynamodb", region_name="us-east-1")
-    assert "documentation" not in client.meta.service_model._service_description

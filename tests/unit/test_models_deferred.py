@@ -41,6 +41,17 @@ CASES: list[tuple[type[A2AModel], dict[str, Any]]] = [
 ]
 
 
+def _fresh_interpreter(code: str) -> str:
+    """What `code` prints in a fresh interpreter (no model built yet)."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(ROOT / "shared")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
 def test_a_model_is_built_at_its_first_use_not_at_import() -> None:
     probe = (
         "from a2a_serverless.models.a2a import Task, AgentCard\n"
@@ -48,13 +59,7 @@ def test_a_model_is_built_at_its_first_use_not_at_import() -> None:
         f"Task.model_validate({TASK!r})\n"
         "print(before, (Task.__pydantic_complete__, AgentCard.__pydantic_complete__))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={"PYTHONPATH": str(ROOT / "shared")},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    out = _fresh_interpreter(probe)
     assert out == "(False, False) (True, False)"
 
 
@@ -76,13 +81,7 @@ def test_a_model_s_first_use_builds_the_models_its_fields_name_first() -> None:
         " 'SendMessageRequest', 'AgentCard')\n"
         "print([getattr(a2a, n).__pydantic_complete__ for n in names])\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={"PYTHONPATH": str(ROOT / "shared")},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    out = _fresh_interpreter(probe)
     assert out == "[True, True, True, True, True, True, False, False]"
 
 
