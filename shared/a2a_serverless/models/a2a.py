@@ -419,13 +419,16 @@ class TaskPushNotificationConfig(A2AModel):
         return self._after_seq
 
     def for_payload_version(self, version: str) -> TaskPushNotificationConfig:
-        marked = self.model_copy()
-        marked._payload_version = version
-        return marked
+        return self._marked(_payload_version=version)
 
     def for_events_after(self, seq: int) -> TaskPushNotificationConfig:
+        return self._marked(_after_seq=seq)
+
+    def _marked(self, **stored: Any) -> TaskPushNotificationConfig:
+        """A copy with stored-only attributes (never on the wire) set."""
         marked = self.model_copy()
-        marked._after_seq = seq
+        for name, value in stored.items():
+            setattr(marked, name, value)
         return marked
 
 
