@@ -173,19 +173,36 @@ def egress_policy(settings: Settings) -> EgressPolicy:
 
 @lru_cache(maxsize=1)
 def get_service() -> A2AService:
+    """The operations as the send functions (SendMessage, Stream) serve them: with the
+    flow's input and output modes, extensions and replies."""
+    return _service(get_flow())
+
+
+@lru_cache(maxsize=1)
+def get_read_service() -> A2AService:
+    """The operations as the functions that only read tasks serve them (GetTask with its
+    subscriptions, ListTasks): they never send, so they never load the flow, and their init
+    does not import the user's agent (an a2a-sdk executor's imports alone can double a cold
+    start)."""
+    return _service(None)
+
+
+def _service(flow: Flow | None) -> A2AService:
     from a2a_serverless.core.service import A2AService, ModePolicy, WaitPolicy
     from a2a_serverless.core.tail import PollPolicy
 
     settings = get_settings()
-    flow = get_flow()
-    return A2AService(
-        store=get_store(),
-        executor=_ExecutorOnFirstStart(),
-        modes=ModePolicy(
+    modes = None
+    if flow is not None:
+        modes = ModePolicy(
             input_modes=list(flow.input_modes),
             output_modes=list(flow.output_modes),
             extensions=list(flow.extensions),
-        ),
+        )
+    return A2AService(
+        store=get_store(),
+        executor=_ExecutorOnFirstStart(),
+        modes=modes,
         wait=WaitPolicy(
             max_wait_seconds=settings.blocking_max_wait_seconds,
             poll=PollPolicy(
@@ -279,6 +296,7 @@ def reset() -> None:
         get_executor,
         get_push,
         get_service,
+        get_read_service,
         get_card_factory,
         get_webhook_sender,
         get_authenticator,

@@ -94,9 +94,26 @@ NOT_LOADED = {
     # The card module only where a route serves the card (bindings/rest.py types it only).
     "send_message": {"mangum", "httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
     "stream": {"mangum", "httpx", "a2a_serverless.push.sender"},
-    "get_task": {"mangum", "httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
-    "list_tasks": {"httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
-    "push_config": {"httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
+    # The functions that only read tasks never load the flow (wiring.get_read_service).
+    "get_task": {
+        "mangum",
+        "httpx",
+        "a2a_serverless.push.sender",
+        "a2a_serverless.core.card",
+        "a2a_serverless.flows",
+    },
+    "list_tasks": {
+        "httpx",
+        "a2a_serverless.push.sender",
+        "a2a_serverless.core.card",
+        "a2a_serverless.flows",
+    },
+    "push_config": {
+        "httpx",
+        "a2a_serverless.push.sender",
+        "a2a_serverless.core.card",
+        "a2a_serverless.flows",
+    },
 }
 
 
@@ -125,6 +142,35 @@ CLIENTS = {
 def test_a_function_init_makes_only_the_clients_it_uses(function: str) -> None:
     env = {"AUTH_MODE": "ApiKey"} if function == "authorizer" else {}
     assert sorted(_init(function, env)["clients"]) == CLIENTS[function]
+
+
+# A user's agent is imported by the functions that run it or describe it, and by no other:
+# an a2a-sdk executor's imports alone can take as long as a whole function's init.
+READS_ONLY = ("get_task", "list_tasks", "push_config")
+SERVES_THE_FLOW = ("agent_card", "flow_worker", "send_message", "stream")
+
+
+def _with_agent(tmp_path: Path) -> dict[str, str]:
+    """FLOW naming a module that fails when imported (a heavy agent, seen from outside)."""
+    (tmp_path / "heavy_agent.py").write_text("raise RuntimeError('the agent was imported')\n")
+    return {"FLOW": "heavy_agent:flow", "PYTHONPATH": f"{ROOT / 'shared'}:{tmp_path}"}
+
+
+@pytest.mark.parametrize("function", READS_ONLY)
+def test_a_function_that_only_reads_tasks_never_imports_the_agent(
+    function: str, tmp_path: Path
+) -> None:
+    init = _init(function, _with_agent(tmp_path))
+    assert "heavy_agent" not in init["modules"]
+    assert "a2a_serverless.functions." + function in init["modules"]
+
+
+@pytest.mark.parametrize("function", SERVES_THE_FLOW)
+def test_a_function_that_serves_the_flow_loads_it_at_init(function: str, tmp_path: Path) -> None:
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        _init(function, _with_agent(tmp_path))
+    assert "FlowLoadError" in failed.value.stderr
+    assert "the agent was imported" in failed.value.stderr
 
 
 def _loaded(function: str) -> set[str]:

@@ -4,7 +4,8 @@ Web Adapter (response streaming).
 
 API Gateway REST cannot route on a suffix inside a path segment: `GET /tasks/x:subscribe`
 reaches the `GET /tasks/{id}` route, so this one function answers both, buffered JSON for
-GetTask and an SSE stream for the subscription. `run.sh` starts it."""
+GetTask and an SSE stream for the subscription. `run.sh` starts it. It only reads tasks: it never
+loads the flow."""
 
 from __future__ import annotations
 
@@ -14,12 +15,11 @@ import a2a_serverless.functions.init_pause  # noqa: F401  (first: the init pause
 from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import web_adapter_app
 from a2a_serverless.bindings.rest import create_app, get_task_router
-from a2a_serverless.functions import flow_at_init, init_done
+from a2a_serverless.functions import init_done
 
 
 def create() -> Any:
     """The ASGI app."""
-    flow_at_init()  # a flow that cannot load fails the init, saying why
-    app = web_adapter_app(create_app(get_task_router(wiring.get_service())))
+    app = web_adapter_app(create_app(get_task_router(wiring.get_read_service())))
     init_done()
     return app

@@ -1,4 +1,4 @@
-"""ListTasksFunction: GET /tasks (Mangum)."""
+"""ListTasksFunction: GET /tasks (Mangum). It only reads tasks: it never loads the flow."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ import a2a_serverless.functions.init_pause  # noqa: F401  (first: the init pause
 from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import mangum_handler
 from a2a_serverless.bindings.rest import create_app, list_tasks_router
-from a2a_serverless.functions import flow_at_init, init_done, register_snapstart_hooks
+from a2a_serverless.functions import init_done, register_snapstart_hooks
 
 
 def create() -> tuple[Any, Any]:
     """(app, handler)."""
-    flow_at_init()  # a flow that cannot load fails the init, saying why
-    app = create_app(list_tasks_router(wiring.get_service()))
+    app = create_app(list_tasks_router(wiring.get_read_service()))
     handler = mangum_handler(app)
     register_snapstart_hooks()
     init_done()
