@@ -1028,12 +1028,17 @@ def _import_without_bytecode(spec: dict[str, Any], env: dict[str, str], repeats:
     return round(statistics.median(r["import_s"] for r in runs) * 1000, 1)
 
 
-def cold_start(repeats: int = 7) -> dict[str, Any]:
+def cold_start(
+    repeats: int = 7, flow: str | None = None, flow_path: Path | None = None
+) -> dict[str, Any]:
     """Import plus first request of every function of the template, each in a fresh
     interpreter talking to a moto server, against `import boto3; boto3.client('dynamodb')` plus
     one GetItem in the same conditions (the median ratio over `repeats` pairs). The package has
     bytecode, as the built layer has; `import_without_bytecode_ms` is one function's import
-    without it for the layer's modules (what a layer built without a Python 3.13 costs)."""
+    without it for the layer's modules (what a layer built without a Python 3.13 costs).
+
+    `flow` (FLOW, `module:attribute`, importable from `flow_path`) measures the functions with
+    a flow of your own instead of the default one: what your agent's imports add to each."""
     from moto.server import ThreadedMotoServer
 
     from a2a_serverless.local.stack import LocalStack
@@ -1083,6 +1088,10 @@ def cold_start(repeats: int = 7) -> dict[str, Any]:
                 os.close(handle)
                 event_path = Path(name)
             env = {**base, **stack_env, **spec.env}
+            if flow:
+                env["FLOW"] = flow
+                if flow_path is not None:
+                    env["PYTHONPATH"] += os.pathsep + str(flow_path)
             if logical_id == "AuthorizerFunction":
                 env["AUTH_MODE"] = "ApiKey"  # its deployed use: a key looked up in the table
             probes[logical_id] = (
@@ -1094,6 +1103,13 @@ def cold_start(repeats: int = 7) -> dict[str, Any]:
                 },
                 env,
             )
+        if flow:
+            # Bytecode for the flow's modules and what they import (their packages' too, in a
+            # venv that never imported them), as a built layer would have it: one unmeasured
+            # init of each function that writes it.
+            for spec_, env in probes.values():
+                writing = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+                _probe(spec_, writing)
         runs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
         for _ in range(repeats):
             for logical_id, (spec_, env) in probes.items():
@@ -1140,6 +1156,7 @@ def cold_start(repeats: int = 7) -> dict[str, Any]:
     finally:
         server.stop()
     return {
+        "flow": flow or stack_env.get("FLOW"),
         "baseline_boto3_client_and_call": baseline,
         "functions": rows,
         "import_without_bytecode_ms": without,
@@ -1263,6 +1280,7 @@ def render_text(report: dict[str, Any]) -> str:
     ratios = report.get("cold_start_ratio") or {}
     if ratios:
         lines.append("cold start (import + first request) / (import boto3 + client + one call)")
+        lines.append(f"  with FLOW={(report.get('cold_start') or {}).get('flow')}")
         rows = (report.get("cold_start") or {}).get("functions") or {}
         for name, ratio in ratios.items():
             cpu = rows.get(name, {}).get("cpu_ratio")
@@ -1405,6 +1423,15 @@ def main() -> int:
         "--only-cold-start", action="store_true", help="the cold-start phase only (no units, $)"
     )
     parser.add_argument("--repeats", type=int, help="cold-start pairs per function (default 7)")
+    parser.add_argument(
+        "--flow",
+        help="cold starts with this flow (FLOW, module:attribute) instead of the default one",
+    )
+    parser.add_argument(
+        "--flow-path",
+        type=Path,
+        help="the folder --flow's module is imported from (default: the current one)",
+    )
     parser.add_argument("--skip-local", action="store_true", help="no scripts/bench_local.py")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller runs")
     parser.add_argument("--cost-doc", action="store_true", help=f"rewrite tables in {COST_DOC}")
@@ -1418,7 +1445,14 @@ def main() -> int:
     # 7 pairs: a pair's ratio swings by +-0.15 with the machine's load (the same code gave
     # 1.32-1.63 in one run), and the median of 3 moved by as much from run to run.
     repeats = args.repeats or (1 if args.quick else 7)
-    cold = None if args.skip_cold_start else cold_start(repeats=repeats)
+    if args.flow and not args.only_cold_start:
+        parser.error("--flow measures cold starts only: add --only-cold-start")
+    flow_path = (args.flow_path or Path(os.environ.get("A2A_BENCH_CWD", os.getcwd()))).resolve()
+    cold = (
+        None
+        if args.skip_cold_start
+        else cold_start(repeats=repeats, flow=args.flow, flow_path=flow_path)
+    )
     local = None if args.skip_local or args.only_cold_start else local_phase(args.quick)
     report = build_report(cost, cold, local)
     print(render_text(report))
