@@ -35,4 +35,3 @@ def test_the_cold_start_probes_run_with_the_users_flow(tmp_path: Path) -> None:
         "SendMessageFunction",
         "StreamFunction",
     }
-
