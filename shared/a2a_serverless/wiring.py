@@ -188,12 +188,16 @@ def get_read_service() -> A2AService:
 
 
 def _service(flow: Flow | None) -> A2AService:
-    from a2a_serverless.core.service import A2AService, ModePolicy, WaitPolicy
+    """The operations; without a flow, for reading tasks only (no modes, replies or webhooks
+    to configure: the SEND path and the push service are never loaded)."""
+    from a2a_serverless.core.service import A2AService, WaitPolicy
     from a2a_serverless.core.tail import PollPolicy
 
     settings = get_settings()
     modes = None
     if flow is not None:
+        from a2a_serverless.core.send import ModePolicy
+
         modes = ModePolicy(
             input_modes=list(flow.input_modes),
             output_modes=list(flow.output_modes),
@@ -211,7 +215,7 @@ def _service(flow: Flow | None) -> A2AService:
             stream_max_seconds=settings.stream_max_seconds,
             heartbeat_seconds=settings.stream_heartbeat_seconds,
         ),
-        push=get_push(),
+        push=get_push() if flow is not None else None,
         streaming=settings.streaming,
         dedupe_window_seconds=settings.dedupe_window_seconds,
         replier=flow,

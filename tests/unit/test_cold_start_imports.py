@@ -51,6 +51,12 @@ NEVER = {
     "uvicorn",
     "click",
 }
+READ_ONLY_NEVER = {
+    "a2a_serverless.flows",
+    "a2a_serverless.core.send",
+    "a2a_serverless.core.push",
+    "a2a_serverless.core.egress",
+}
 # Parts a function must not load when it has no use for them.
 NOT_LOADED = {
     # Plain handlers: no web framework, no card, no HTTP service.
@@ -94,19 +100,20 @@ NOT_LOADED = {
     # The card module only where a route serves the card (bindings/rest.py types it only).
     "send_message": {"mangum", "httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
     "stream": {"mangum", "httpx", "a2a_serverless.push.sender"},
-    # The functions that only read tasks never load the flow (wiring.get_read_service).
+    # The functions that only read tasks never load the flow, the SEND path or the push
+    # service (wiring.get_read_service).
     "get_task": {
         "mangum",
         "httpx",
         "a2a_serverless.push.sender",
         "a2a_serverless.core.card",
-        "a2a_serverless.flows",
+        *READ_ONLY_NEVER,
     },
     "list_tasks": {
         "httpx",
         "a2a_serverless.push.sender",
         "a2a_serverless.core.card",
-        "a2a_serverless.flows",
+        *READ_ONLY_NEVER,
     },
     "push_config": {
         "httpx",

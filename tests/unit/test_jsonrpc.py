@@ -14,7 +14,7 @@ import pytest
 from a2a_serverless.bindings.jsonrpc import V03, jsonrpc_router
 from a2a_serverless.bindings.rest import create_app
 from a2a_serverless.core.errors import TaskNotFoundError
-from a2a_serverless.core.service import AcceptedSend
+from a2a_serverless.core.send import AcceptedSend
 from a2a_serverless.models import (
     ListTasksRequest,
     ListTasksResponse,

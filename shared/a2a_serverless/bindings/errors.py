@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from a2a_serverless.core import errors, send
+from a2a_serverless.core import errors
 from a2a_serverless.models import SendMessageRequest
 
 ERROR_DOMAIN = "a2a-protocol.org"
@@ -67,11 +67,18 @@ def invalid_params_from(exc: ValidationError, prefix: str = "") -> errors.Invali
     return errors.InvalidParamsError(violations=violations)
 
 
+def _send_request_violations(payload: Any) -> list[tuple[str, str]]:
+    # The SEND path is imported by the functions that send only (cold start).
+    from a2a_serverless.core.send import request_violations
+
+    return request_violations(payload)
+
+
 # The field checks core makes once a request parses, by request model: run on the raw payload
 # when the schema refuses it, so one refusal names every violated field (the spec's example
 # lists several), not only the schema's until those are fixed.
 SEMANTIC_CHECKS: dict[type[BaseModel], Callable[[Any], list[tuple[str, str]]]] = {
-    SendMessageRequest: send.request_violations,
+    SendMessageRequest: _send_request_violations,
 }
 
 

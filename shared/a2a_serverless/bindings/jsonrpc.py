@@ -42,7 +42,8 @@ from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.card import CardFactory
 from a2a_serverless.core.push import PushService
-from a2a_serverless.core.service import A2AService, AcceptedSend, StreamStart, scoped
+from a2a_serverless.core.send import AcceptedSend
+from a2a_serverless.core.service import A2AService, StreamStart, scoped
 from a2a_serverless.models import (
     A2AModel,
     AgentCard,

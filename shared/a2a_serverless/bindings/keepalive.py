@@ -24,7 +24,8 @@ from a2a_serverless.bindings.routing import run_in_thread
 from a2a_serverless.settings import get_settings
 
 if TYPE_CHECKING:  # types only: the binding that calls this has imported them already
-    from a2a_serverless.core.service import A2AService, AcceptedSend
+    from a2a_serverless.core.send import AcceptedSend
+    from a2a_serverless.core.service import A2AService
     from a2a_serverless.models import SendMessageResponse
 
 KEEPALIVE = b"\n"

@@ -36,7 +36,7 @@ from a2a_serverless.core.query import (
     check_id_size,
     check_owner_size,
 )
-from a2a_serverless.core.tail import LogTail, PollPolicy, SettleWait
+from a2a_serverless.core.tail import LogTail, SettleWait, WaitPolicy
 from a2a_serverless.core.tasklog import StateMoved, status_event, transition
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
@@ -59,16 +59,6 @@ from a2a_serverless.models import (
 from a2a_serverless.models.a2a import RoleField
 from a2a_serverless.observability import annotate, task_ended
 from a2a_serverless.store import ConflictError, Dedupe, TaskRecord, TaskStore, utf8_size
-
-
-@dataclass(frozen=True)
-class WaitPolicy:
-    """How blocking calls and streams tail the event log."""
-
-    max_wait_seconds: float = 120.0
-    poll: PollPolicy = field(default_factory=PollPolicy)
-    stream_max_seconds: float = 840.0
-    heartbeat_seconds: float = 15.0
 
 
 @dataclass

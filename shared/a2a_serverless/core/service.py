@@ -1,12 +1,17 @@
 """The A2A operations as one object for the bindings: a thin facade over the SEND path
 (core/send.py) and the QUERY path (core/query.py). Bindings translate requests into these
-calls and errors back out."""
+calls and errors back out.
+
+The SEND path is imported and built at the first send: a function that only reads tasks
+(GetTask, ListTasks) never loads it, nor the push service it uses (cold start)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from a2a_serverless.core.errors import (
     InvalidRequestError,
@@ -14,16 +19,8 @@ from a2a_serverless.core.errors import (
     invalid_field,
 )
 from a2a_serverless.core.executor import Executor
-from a2a_serverless.core.push import PushService
 from a2a_serverless.core.query import StreamStart, TaskQueries
-from a2a_serverless.core.send import (
-    AcceptedSend,
-    MessageSender,
-    ModePolicy,
-    Replier,
-    WaitPolicy,
-)
-from a2a_serverless.core.tail import LogTail, SettleWait
+from a2a_serverless.core.tail import LogTail, SettleWait, WaitPolicy
 from a2a_serverless.models import (
     Caller,
     ListTasksRequest,
@@ -35,11 +32,14 @@ from a2a_serverless.models import (
 from a2a_serverless.models.caller import TENANT_MARK
 from a2a_serverless.store import MAX_OWNER_BYTES, TaskStore, utf8_size
 
-# The names bindings and wiring import from here, wherever they are defined.
+if TYPE_CHECKING:
+    from a2a_serverless.core.push import PushService
+    from a2a_serverless.core.send import AcceptedSend, MessageSender, ModePolicy, Replier
+
+# The names bindings and wiring import from here, wherever they are defined (the SEND path's
+# own, AcceptedSend and ModePolicy, from core/send.py: importing them loads that path).
 __all__ = [
     "A2AService",
-    "AcceptedSend",
-    "ModePolicy",
     "SettleWait",
     "StreamStart",
     "WaitPolicy",
@@ -105,26 +105,32 @@ class A2AService:
         # Off (the Streaming parameter): the card says so and the stream methods refuse.
         self.streaming = streaming
         self.executor = executor
-        self.modes = modes or ModePolicy()
         self.wait = wait or WaitPolicy()
-        self.push = push
         self.queries = TaskQueries(store, executor, self.wait.poll)
-        self.sender = MessageSender(
-            store,
-            executor,
+        self._send_parts = (modes, push, dedupe_window_seconds, replier)
+
+    # -- SEND --------------------------------------------------------------------------------
+
+    @cached_property
+    def sender(self) -> MessageSender:
+        """The SEND path, imported and built at its first use."""
+        from a2a_serverless.core.send import MessageSender, ModePolicy
+
+        modes, push, dedupe_window_seconds, replier = self._send_parts
+        return MessageSender(
+            self.store,
+            self.executor,
             self.queries,
-            self.modes,
+            modes or ModePolicy(),
             self.wait,
             push,
             dedupe_window_seconds,
             replier,
         )
 
-    # -- SEND --------------------------------------------------------------------------------
-
     def activate_extensions(self, requested: Sequence[str]) -> list[str]:
         """The extensions a send will use (raises when a required one was not requested)."""
-        return self.modes.activate(requested)
+        return self.sender.modes.activate(requested)
 
     def send_message(
         self,

@@ -8,7 +8,7 @@ growing by half per empty read up to `max` while idle.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from a2a_serverless.models import INTERRUPTED_STATES, TERMINAL_STATES, StreamResponse
 from a2a_serverless.store import TaskStore
@@ -21,6 +21,16 @@ class PollPolicy:
     min_seconds: float = 0.025
     max_seconds: float = 1.0
     growth: float = 1.5
+
+
+@dataclass(frozen=True)
+class WaitPolicy:
+    """How blocking calls and streams tail the event log."""
+
+    max_wait_seconds: float = 120.0
+    poll: PollPolicy = field(default_factory=PollPolicy)
+    stream_max_seconds: float = 840.0
+    heartbeat_seconds: float = 15.0
 
 
 def settles(event: StreamResponse) -> bool:
