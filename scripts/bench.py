@@ -1441,12 +1441,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.only_cold_start and (args.skip_cold_start or args.cost_doc):
         parser.error("--only-cold-start measures no units: not with --skip-cold-start/--cost-doc")
+    if args.flow and not args.only_cold_start:
+        parser.error("--flow measures cold starts only: add --only-cold-start")
     cost = {} if args.only_cold_start else cost_phase()
     # 7 pairs: a pair's ratio swings by +-0.15 with the machine's load (the same code gave
     # 1.32-1.63 in one run), and the median of 3 moved by as much from run to run.
     repeats = args.repeats or (1 if args.quick else 7)
-    if args.flow and not args.only_cold_start:
-        parser.error("--flow measures cold starts only: add --only-cold-start")
     flow_path = (args.flow_path or Path(os.environ.get("A2A_BENCH_CWD", os.getcwd()))).resolve()
     cold = (
         None
