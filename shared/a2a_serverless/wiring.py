@@ -194,7 +194,7 @@ def _service(flow: Flow | None) -> A2AService:
     from a2a_serverless.core.tail import PollPolicy
 
     settings = get_settings()
-    modes = None
+    modes, push = None, None
     if flow is not None:
         from a2a_serverless.core.send import ModePolicy
 
@@ -203,6 +203,7 @@ def _service(flow: Flow | None) -> A2AService:
             output_modes=list(flow.output_modes),
             extensions=list(flow.extensions),
         )
+        push = get_push()
     return A2AService(
         store=get_store(),
         executor=_ExecutorOnFirstStart(),
@@ -215,7 +216,7 @@ def _service(flow: Flow | None) -> A2AService:
             stream_max_seconds=settings.stream_max_seconds,
             heartbeat_seconds=settings.stream_heartbeat_seconds,
         ),
-        push=get_push() if flow is not None else None,
+        push=push,
         streaming=settings.streaming,
         dedupe_window_seconds=settings.dedupe_window_seconds,
         replier=flow,

@@ -107,7 +107,11 @@ class A2AService:
         self.executor = executor
         self.wait = wait or WaitPolicy()
         self.queries = TaskQueries(store, executor, self.wait.poll)
-        self._send_parts = (modes, push, dedupe_window_seconds, replier)
+        # What the SEND path is built with (`sender`).
+        self._modes = modes
+        self._push = push
+        self._dedupe_window_seconds = dedupe_window_seconds
+        self._replier = replier
 
     # -- SEND --------------------------------------------------------------------------------
 
@@ -116,16 +120,15 @@ class A2AService:
         """The SEND path, imported and built at its first use."""
         from a2a_serverless.core.send import MessageSender, ModePolicy
 
-        modes, push, dedupe_window_seconds, replier = self._send_parts
         return MessageSender(
             self.store,
             self.executor,
             self.queries,
-            modes or ModePolicy(),
+            self._modes or ModePolicy(),
             self.wait,
-            push,
-            dedupe_window_seconds,
-            replier,
+            self._push,
+            self._dedupe_window_seconds,
+            self._replier,
         )
 
     def activate_extensions(self, requested: Sequence[str]) -> list[str]:
