@@ -148,3 +148,18 @@ def metadata_echo(ctx: StepContext) -> Outcome:
     if ctx.turn == 1:
         return Outcome.input_required("more?")
     return Outcome.completed()
+
+
+# What `reads_s3` reads: an object the test puts in moto's S3 before it sends.
+FLOW_BUCKET = "flow-documents"
+FLOW_KEY = "greeting.txt"
+
+
+def reads_s3(ctx: StepContext) -> Outcome:
+    """A flow whose step calls AWS itself (boto3, the default session, as a user's flow would):
+    GetObject of FLOW_BUCKET/FLOW_KEY, answered with the object's text. Its permission is
+    FlowPolicy's (tests/integration/test_flow_permissions.py)."""
+    import boto3
+
+    body = boto3.client("s3").get_object(Bucket=FLOW_BUCKET, Key=FLOW_KEY)["Body"].read()
+    return Outcome.completed(body.decode())

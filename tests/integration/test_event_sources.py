@@ -53,8 +53,8 @@ def stream_arn(stack: LocalStack) -> str:
 
 def template_filters() -> list[dict[str, Any]]:
     resources = load_template(ROOT / "template.yaml")["Resources"]
-    properties = resources["WebhookSenderFunction"]["Properties"]["Events"]["TaskEvents"]
-    return parse_filters(properties["Properties"]["FilterCriteria"])
+    properties = resources["WebhookSenderFunctionTaskEvents"]["Properties"]
+    return parse_filters(properties["FilterCriteria"])
 
 
 class Function:

@@ -1,4 +1,5 @@
-"""The Bedrock flow as deployed: its IAM grant exists only when it is the configured flow, is
+"""The Bedrock flow as deployed: its IAM grant exists when FlowUsesBedrock says so (auto: the
+bundled Bedrock flow is the configured flow; true: any flow, a user's own BedrockFlow), is
 scoped to the configured model, and its parameters reach the flow worker's settings."""
 
 from __future__ import annotations
@@ -65,16 +66,20 @@ def _deployed_document(cfn: dict[str, Any], parameters: dict[str, str]) -> dict[
 
 
 def _permitted(document: dict[str, Any], resource: str) -> bool:
-    # Statements with a Condition are left out: moto's evaluator does not judge condition
-    # keys (the profile-only grant is checked separately below).
+    """Both Bedrock actions (streaming or not) allowed on `resource`. Statements with a
+    Condition are left out: moto's evaluator does not judge condition keys (the profile-only
+    grant is checked separately below)."""
     plain = {"Statement": [s for s in document["Statement"] if "Condition" not in s]}
-    result = IAMPolicy(json.dumps(plain)).is_action_permitted(
-        "bedrock:InvokeModelWithResponseStream", resource
-    )
-    return result == PermissionResult.PERMITTED
+    results = {
+        IAMPolicy(json.dumps(plain)).is_action_permitted(action, resource)
+        for action in ("bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream")
+    }
+    assert len(results) == 1, "the two actions are granted alike"
+    return results == {PermissionResult.PERMITTED}
 
 
 def test_no_bedrock_grant_with_the_default_flow(cfn: dict[str, Any]) -> None:
+    assert cfn["Parameters"]["FlowUsesBedrock"]["Default"] == "auto"
     assert not condition_holds(cfn, "UsesBedrock", {})
     # The policy is in the template, but CloudFormation creates it only under its condition.
     policy = cfn["Resources"]["BedrockInvokePolicy"]
@@ -84,7 +89,26 @@ def test_no_bedrock_grant_with_the_default_flow(cfn: dict[str, Any]) -> None:
         assert not condition_holds(cfn, "UsesBedrock", {"Flow": flow}), flow
 
 
-def test_bedrock_flow_grants_streaming_invoke_to_the_worker_only(
+@pytest.mark.parametrize(
+    ("flow", "uses_bedrock", "granted"),
+    [
+        (BEDROCK_FLOW, "auto", True),
+        ("my_agent.flow:flow", "auto", False),  # a user's own BedrockFlow: say so ...
+        ("my_agent.flow:flow", "true", True),  # ... with FlowUsesBedrock=true
+        ("a2a_serverless.flows.echo:flow", "true", True),
+        (BEDROCK_FLOW, "false", False),  # e.g. the model is granted by a statement of FlowPolicy
+        ("my_agent.flow:flow", "false", False),
+    ],
+)
+def test_flow_uses_bedrock_decides_the_grant(
+    cfn: dict[str, Any], flow: str, uses_bedrock: str, granted: bool
+) -> None:
+    parameters = {"Flow": flow, "FlowUsesBedrock": uses_bedrock}
+    assert condition_holds(cfn, "UsesBedrock", parameters) is granted
+    assert cfn["Parameters"]["FlowUsesBedrock"]["AllowedValues"] == ["auto", "true", "false"]
+
+
+def test_bedrock_flow_grants_invoke_to_the_worker_only(
     bedrock_cfn: dict[str, Any],
 ) -> None:
     assert condition_holds(bedrock_cfn, "UsesBedrock", {"Flow": BEDROCK_FLOW})
@@ -96,8 +120,9 @@ def test_bedrock_flow_grants_streaming_invoke_to_the_worker_only(
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
         for action in as_list(statement["Action"])
     }
-    # ConverseStream authorizes as InvokeModelWithResponseStream; nothing else is needed.
-    assert actions == {"bedrock:InvokeModelWithResponseStream"}
+    # ConverseStream authorizes as InvokeModelWithResponseStream (the bundled flow), Converse
+    # and InvokeModel as InvokeModel (a flow of one's own may use either); nothing else.
+    assert actions == {"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}
     # No inline policy of any role grants Bedrock (the flow worker's included).
     assert _policies_granting_bedrock(bedrock_cfn) == ["BedrockInvokePolicy"]
 

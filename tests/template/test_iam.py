@@ -15,6 +15,7 @@ import pytest
 from tests.template.sam import (
     as_list,
     grants,
+    resolve_ifs,
     resource_key,
     resources_of_type,
     role_of,
@@ -41,15 +42,19 @@ FLOW_WORKER = resource_key(
     }
 )
 
+TABLE_STREAM = resource_key({"Fn::GetAtt": ["TasksTable", "StreamArn"]})
 RETRY_QUEUE = resource_key({"Fn::GetAtt": ["PushRetryQueue", "Arn"]})
 STREAM_FAILURE_QUEUE = resource_key({"Fn::GetAtt": ["PushStreamFailureQueue", "Arn"]})
 DEAD_LETTER_QUEUE = resource_key({"Fn::GetAtt": ["PushDeadLetterQueue", "Arn"]})
 READ = {"dynamodb:GetItem": {TABLE}, "dynamodb:Query": {TABLE}}
-# Transactions are authorized item by item: Put and Update (the store has no ConditionCheck).
+# Transactions are authorized item by item: Put and Update, and ConditionCheck as
+# ConditionCheckItem (a flow step's event at seq 1 or 2 is checked against the task's header:
+# store/dynamodb/tasks.py `_append_early_event`, the worker's only).
 WRITE = {**READ, "dynamodb:PutItem": {TABLE}, "dynamodb:UpdateItem": {TABLE}}
 
 GRANTS: dict[str, dict[str, set[str]]] = {
-    # One API key record by the key's hash; JWTs need no AWS call (the JWKS is public HTTPS).
+    # One API key record by the key's hash (only API key items: a LeadingKeys condition,
+    # test_the_authorizer_reads_api_key_items_only); JWTs need no AWS call (the JWKS is public).
     "AuthorizerFunction": {"dynamodb:GetItem": {TABLE}},
     "AgentCardFunction": {},
     # A task, and a GET subscription's snapshot and event-log tail, are read as its partition.
@@ -73,7 +78,11 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "states:StartExecution": {FLOW},
     },
     # A step that asks for another starts its execution (one execution per step).
-    "FlowWorkerFunction": {**WRITE, "states:StartExecution": {FLOW_BY_NAME}},
+    "FlowWorkerFunction": {
+        **WRITE,
+        "dynamodb:ConditionCheckItem": {TABLE},
+        "states:StartExecution": {FLOW_BY_NAME},
+    },
     # Config CRUD: its items only ever live in the task partitions it checks the owner of;
     # a new config marks its task's header (`hooks`) first.
     "PushConfigFunction": {
@@ -83,11 +92,20 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "dynamodb:DeleteItem": {TABLE},
     },
     # Reads a batch's headers (one BatchGetItem), configs and events, parks a failing
-    # webhook, queues its deliveries.
+    # webhook, queues its deliveries. Lambda's pollers (its two event source mappings) read the
+    # table's stream and receive from the retry queue with its role; ListStreams takes no
+    # resource but "*" (test_the_sender_reads_only_its_own_stream_and_queue).
     "WebhookSenderFunction": {
         **READ,
         "dynamodb:BatchGetItem": {TABLE},
         "dynamodb:UpdateItem": {TABLE},
+        "dynamodb:DescribeStream": {TABLE_STREAM},
+        "dynamodb:GetShardIterator": {TABLE_STREAM},
+        "dynamodb:GetRecords": {TABLE_STREAM},
+        "dynamodb:ListStreams": {"*"},
+        "sqs:ReceiveMessage": {RETRY_QUEUE},
+        "sqs:DeleteMessage": {RETRY_QUEUE},
+        "sqs:GetQueueAttributes": {RETRY_QUEUE},
         "sqs:SendMessage": {RETRY_QUEUE, STREAM_FAILURE_QUEUE, DEAD_LETTER_QUEUE},
         "sqs:ChangeMessageVisibility": {RETRY_QUEUE},
     },
@@ -110,12 +128,11 @@ GRANTS: dict[str, dict[str, set[str]]] = {
     },
 }
 
-LAMBDA_MANAGED = {
-    "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
-    "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess",
-}
-STATES_MANAGED = {"arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess"}
-# SAM adds these for the sender's event sources (reading the stream and the retry queue).
+# X-Ray's policy only with Tracing=Active (tests/template/test_first_deploy.py).
+LAMBDA_MANAGED = {"arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"}
+STATES_MANAGED: set[str] = set()
+# What SAM attaches for a function's DynamoDB and SQS events: reading every stream and queue
+# of the account ("*"). The sender's mappings are explicit resources, so no role has them.
 EVENT_SOURCE_MANAGED = {
     "arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole",
     "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole",
@@ -155,9 +172,7 @@ def test_managed_policies_and_trust(cfn: dict[str, Any], name: str) -> None:
     _, role = role_of(cfn, name)
     is_state_machine = name == "FlowStateMachine"
     expected = STATES_MANAGED if is_state_machine else LAMBDA_MANAGED
-    if name == "WebhookSenderFunction":
-        expected = LAMBDA_MANAGED | EVENT_SOURCE_MANAGED
-    assert set(role["Properties"]["ManagedPolicyArns"]) == expected
+    assert set(resolve_ifs(cfn, role["Properties"].get("ManagedPolicyArns", []))) == expected
     assert _principal_services(role) == {
         "states.amazonaws.com" if is_state_machine else "lambda.amazonaws.com"
     }
@@ -185,6 +200,11 @@ def test_readers_cannot_start_or_stop_work(cfn: dict[str, Any]) -> None:
     assert {a for a in worker if a.startswith("states:")} == {"states:StartExecution"}
 
 
+# Actions AWS authorizes on "*" only (no resource-level permissions), each with why it is
+# granted: the Service Authorization Reference lists no resource type for them.
+RESOURCE_STAR_ONLY = {"dynamodb:ListStreams"}  # Lambda's stream poller asks for it
+
+
 def test_no_broad_grants_anywhere(cfn: dict[str, Any]) -> None:
     for role_id, role in resources_of_type(cfn, "AWS::IAM::Role").items():
         for statement in statements(role):
@@ -197,8 +217,74 @@ def test_no_broad_grants_anywhere(cfn: dict[str, Any]) -> None:
                 assert role_id in deleters, role_id
             # Batch reads of a list page are fine; batch writes would bypass the conditions.
             assert not [a for a in actions if a.lower().startswith(("dynamodb:batchw", "iam:"))]
-            if any(a.startswith(("dynamodb:", "states:")) for a in actions):
-                assert "*" not in resources, (role_id, statement)
+            data = any(a.startswith(("dynamodb:", "states:", "sqs:")) for a in actions)
+            if data and "*" in resources:
+                assert set(actions) <= RESOURCE_STAR_ONLY, (role_id, statement)
+                assert resources == ["*"], (role_id, statement)
+
+
+def test_no_role_gets_the_event_source_managed_policies(cfn: dict[str, Any]) -> None:
+    """SAM attaches AWSLambdaDynamoDBExecutionRole (streams) or AWSLambdaSQSQueueExecutionRole
+    (queues) for a function's DynamoDB or SQS event: their actions on every stream and queue
+    ("*"). The sender's mappings are AWS::Lambda::EventSourceMapping resources instead, and no
+    function has such an event."""
+    for role_id, role in resources_of_type(cfn, "AWS::IAM::Role").items():
+        managed = role["Properties"].get("ManagedPolicyArns", [])
+        assert not EVENT_SOURCE_MANAGED & {a for a in managed if isinstance(a, str)}, role_id
+    for name, function in resources_of_type(cfn, "AWS::Serverless::Function").items():
+        events = function["Properties"].get("Events") or {}
+        assert not [e for e in events.values() if e["Type"] in ("DynamoDB", "SQS")], name
+
+
+def test_the_sender_reads_only_its_own_stream_and_queue(cfn: dict[str, Any]) -> None:
+    """What Lambda's pollers do with the sender's role (stream and queue reads), granted on
+    the table's stream and the retry queue only; each mapping reads what it is granted."""
+    sender = grants(role_of(cfn, "WebhookSenderFunction")[1])
+    for action in ("dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"):
+        assert sender[action] == {TABLE_STREAM}, action
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"):
+        assert sender[action] == {RETRY_QUEUE}, action
+    mappings = {
+        name: m["Properties"]
+        for name, m in resources_of_type(cfn, "AWS::Lambda::EventSourceMapping").items()
+    }
+    assert {resource_key(m["EventSourceArn"]) for m in mappings.values()} == {
+        TABLE_STREAM,
+        RETRY_QUEUE,
+    }
+    for mapping in mappings.values():
+        assert mapping["FunctionName"] == {"Ref": "WebhookSenderFunction"}
+    # The stream's failed batches go to the on-failure queue the role may send to.
+    (stream,) = [m for m in mappings.values() if resource_key(m["EventSourceArn"]) == TABLE_STREAM]
+    destination = stream["DestinationConfig"]["OnFailure"]["Destination"]
+    assert resource_key(destination) in sender["sqs:SendMessage"]
+
+
+def test_the_authorizer_reads_api_key_items_only(cfn: dict[str, Any]) -> None:
+    """One GetItem on the table, only of items whose partition key starts with APIKEY# (an API
+    key's record: store/keys.py; no other item's partition key starts so)."""
+    from a2a_serverless.store import keys
+
+    (statement,) = statements(role_of(cfn, "AuthorizerFunction")[1])
+    assert as_list(statement["Action"]) == ["dynamodb:GetItem"]
+    assert statement["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [keys.API_KEY_PREFIX + "*"]}
+    }
+    key = keys.api_key_key("k1")["pk"]["S"]
+    assert key.startswith(keys.API_KEY_PREFIX)
+    for other in (keys.TASK_PREFIX, keys.OWNER_PREFIX, keys.DEDUPE_PREFIX, keys.API_KEY_LIST_PK):
+        assert not other.startswith(keys.API_KEY_PREFIX), other
+
+
+def test_only_the_authorizer_has_a_condition(cfn: dict[str, Any]) -> None:
+    """grants() reads action and resource only: every Condition of a role is checked here."""
+    with_conditions = {
+        role_id
+        for role_id, role in resources_of_type(cfn, "AWS::IAM::Role").items()
+        for statement in statements(role)
+        if "Condition" in statement
+    }
+    assert with_conditions == {role_of(cfn, "AuthorizerFunction")[0]}
 
 
 def test_grant_check_can_fail(sam: dict[str, Any]) -> None:

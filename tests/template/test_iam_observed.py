@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from tests.iam_check import (
     Call,
     CallLog,
     Roles,
+    as_context,
+    conditions_hold,
     decide,
     evaluate,
     read_log,
@@ -116,15 +119,21 @@ def test_the_template_allows_what_stream_function_does(cfn: dict[str, Any]) -> N
     assert not report.failed, report.denied
 
 
+def key_of(pk: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A call's condition keys: the item's partition key (as local/calls.py records it)."""
+    return as_context({"dynamodb:LeadingKeys": [pk]})
+
+
 def test_the_authorizer_may_read_a_key_record_and_nothing_else(cfn: dict[str, Any]) -> None:
-    lookup = Call("AuthorizerFunction", "dynamodb:GetItem", TABLE)
+    lookup = Call("AuthorizerFunction", "dynamodb:GetItem", TABLE, context=key_of("APIKEY#k1"))
     report = evaluate(log_of(lookup), cfn)
     assert not report.failed, report.denied
     assert {(g.action, g.key) for g in report.granted["AuthorizerFunction"]} == {
         ("dynamodb:GetItem", '{"Fn::GetAtt": ["TasksTable", "Arn"]}')
     }
     assert report.unused["AuthorizerFunction"] == []
-    assert report.observed["AuthorizerFunction"] == {lookup}
+    # Observed calls are (principal, action, resource): the key kinds are the check's only.
+    assert report.observed["AuthorizerFunction"] == {Call(*astuple(lookup)[:3])}
 
 
 @pytest.mark.parametrize(
@@ -136,7 +145,11 @@ def test_the_authorizer_may_read_a_key_record_and_nothing_else(cfn: dict[str, An
         Call("ListTasksFunction", "dynamodb:Query", TABLE.replace("TasksTable", "Other")),
         Call("WebhookSenderFunction", "sqs:SendMessage", queue("somebody-elses")),
         Call("AgentCardFunction", "dynamodb:GetItem", TABLE),
-        # The authorizer reads one key record: no query, no write, no other table.
+        # The authorizer reads one key record: no query, no write, no other table, no other
+        # item (a task's header, the keys' listing), and no read whose key was not seen.
+        Call("AuthorizerFunction", "dynamodb:GetItem", TABLE, context=key_of("T#task-1")),
+        Call("AuthorizerFunction", "dynamodb:GetItem", TABLE, context=key_of("APIKEYS")),
+        Call("AuthorizerFunction", "dynamodb:GetItem", TABLE),
         Call("AuthorizerFunction", "dynamodb:Query", TABLE),
         Call("AuthorizerFunction", "dynamodb:PutItem", TABLE),
         Call("AuthorizerFunction", "dynamodb:UpdateItem", TABLE),
@@ -190,10 +203,61 @@ def test_unused_grants_are_reported_per_statement_resource(cfn: dict[str, Any]) 
 
 def test_every_managed_policy_the_template_attaches_is_embedded(cfn: dict[str, Any]) -> None:
     roles = Roles(cfn)
-    resolver = resolver_for(RESOURCES)
+    resolver = resolver_for(RESOURCES, cfn)
     for principal in roles.principals:
         assert roles.documents(principal, resolver)  # raises KeyError for a missing one
-    assert set(MANAGED_POLICIES) >= {arn for arns in roles.managed.values() for arn in arns}
+    plain = {arn for arns in roles.managed.values() for arn in arns if isinstance(arn, str)}
+    assert set(MANAGED_POLICIES) >= plain
+
+
+def test_policies_attached_by_their_roles_count_under_their_condition(
+    cfn: dict[str, Any],
+) -> None:
+    """FlowPolicy (always) and BedrockInvokePolicy (UsesBedrock) attach themselves to roles:
+    the check reads them, and a conditional one only in a stack where its condition holds."""
+    roles = Roles(cfn)
+    attached = {p for p, _, _ in roles.attached["FlowWorkerFunction"]}
+    assert {"FlowPolicy", "BedrockInvokePolicy"} <= attached
+    for principal in ("SendMessageFunction", "StreamFunction", "AgentCardFunction"):
+        assert "FlowPolicy" in {p for p, _, _ in roles.attached[principal]}, principal
+    model = "anthropic.claude-3-haiku-20240307-v1:0"
+    call = Call(
+        "FlowWorkerFunction",
+        "bedrock:InvokeModelWithResponseStream",
+        f"arn:aws:bedrock:{REGION}::foundation-model/{model}",
+    )
+    echo = {**RESOURCES, "parameters": {**RESOURCES["parameters"], "BedrockModelId": model}}
+    bedrock = {**echo, "parameters": {**echo["parameters"], "FlowUsesBedrock": "true"}}
+    assert evaluate(CallLog(stacks={"s1": echo}, calls={("s1", call): None}), cfn).denied == [call]
+    assert not evaluate(CallLog(stacks={"s1": bedrock}, calls={("s1", call): None}), cfn).failed
+
+
+@pytest.mark.parametrize(
+    ("condition", "context", "holds"),
+    [
+        ({"ForAllValues:StringLike": {"k": ["APIKEY#*"]}}, {"k": ["APIKEY#a"]}, True),
+        ({"ForAllValues:StringLike": {"k": ["APIKEY#*"]}}, {"k": ["APIKEY#a", "T#b"]}, False),
+        ({"ForAnyValue:StringLike": {"k": ["APIKEY#*"]}}, {"k": ["APIKEY#a", "T#b"]}, True),
+        ({"StringEquals": {"k": "v"}}, {"k": ["v"]}, True),
+        ({"StringEquals": {"k": "v"}}, {}, False),  # absent: a plain operator fails
+        ({"StringEqualsIfExists": {"k": "v"}}, {}, True),
+        ({"StringNotEquals": {"k": ["a", "b"]}}, {"k": ["c"]}, True),
+        (
+            {"ArnLike": {"k": "arn:aws:bedrock:*:1:inference-profile/p"}},
+            {"k": ["arn:aws:bedrock:us-east-1:1:inference-profile/p"]},
+            True,
+        ),
+        # A key the recorder gives (LeadingKeys) but did not see: cannot be judged.
+        ({"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["APIKEY#*"]}}, {}, False),
+    ],
+)
+def test_conditions(condition: dict[str, Any], context: dict[str, list[str]], holds: bool) -> None:
+    assert conditions_hold(condition, context) is holds
+
+
+def test_a_condition_the_check_cannot_judge_raises() -> None:
+    with pytest.raises(ValueError, match="NumericLessThan"):
+        conditions_hold({"NumericLessThan": {"k": "1"}}, {"k": ["0"]})
 
 
 def test_an_explicit_deny_wins() -> None:
@@ -218,11 +282,22 @@ def test_the_log_file_round_trips(tmp_path: Path) -> None:
         },
         {"kind": "error", "stack": "s1", "principal": "P", "operation": "s3:X", "error": "e"},
     ]
+    lines.append({**lines[1], "principal": "AuthorizerFunction", "context": {"k": ["v"]}})
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     log = read_log(path)
     assert log.stacks == {"s1": RESOURCES}
     assert list(log.calls) == [
-        ("s1", Call("GetTaskFunction", "dynamodb:GetItem", TABLE, "dynamodb:GetItem"))
+        ("s1", Call("GetTaskFunction", "dynamodb:GetItem", TABLE, "dynamodb:GetItem")),
+        (
+            "s1",
+            Call(
+                "AuthorizerFunction",
+                "dynamodb:GetItem",
+                TABLE,
+                "dynamodb:GetItem",
+                as_context({"k": ["v"]}),
+            ),
+        ),
     ]
     assert log.errors == [{"principal": "P", "operation": "s3:X", "error": "e"}]
     assert read_log(tmp_path / "missing.jsonl").empty

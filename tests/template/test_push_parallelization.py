@@ -19,9 +19,9 @@ from tests.template.sam import resources_of_type
 
 
 def _stream_event(sam: dict[str, Any]) -> dict[str, Any]:
-    events = sam["Resources"]["WebhookSenderFunction"]["Properties"]["Events"]
-    (stream,) = [e["Properties"] for e in events.values() if e["Type"] == "DynamoDB"]
-    return stream
+    """The sender's stream mapping as template.yaml writes it (an explicit
+    AWS::Lambda::EventSourceMapping: tests/template/test_iam.py says why)."""
+    return sam["Resources"]["WebhookSenderFunctionTaskEvents"]["Properties"]
 
 
 def test_the_sam_stream_event_asks_for_one_batch_per_shard(sam: dict[str, Any]) -> None:

@@ -52,6 +52,7 @@ def test_translates_to_plain_cloudformation(cfn: dict[str, Any]) -> None:
         "AWS::Lambda::Permission",
         "AWS::IAM::Role",
         "AWS::IAM::Policy",  # AgentCardSigningPolicy (CardSigningKeyArn set)
+        "AWS::IAM::ManagedPolicy",  # FlowPolicy: what the flow's own code may call
         "AWS::Lambda::EventSourceMapping",
         "AWS::SQS::Queue",
         "AWS::Logs::LogGroup",

@@ -19,6 +19,7 @@ from a2a_serverless.local.calls import (
     UnknownOperation,
     acting_as,
     authorizations,
+    authorize,
     current_principal,
 )
 
@@ -69,6 +70,56 @@ def test_transactions_are_authorized_item_by_item() -> None:
     ]
     gets = [{"Get": {"TableName": "tasks", "Key": {}}}]
     assert auth("dynamodb", "TransactGetItems", TransactItems=gets) == [("dynamodb:GetItem", TABLE)]
+
+
+def test_keyed_dynamodb_operations_carry_their_leading_keys() -> None:
+    def context(operation: str, **params: Any) -> list[dict[str, list[str]]]:
+        found = authorize(
+            "dynamodb",
+            operation,
+            params,
+            region=REGION,
+            account=ACCOUNT,
+            partition_key=lambda table: "pk" if table == "tasks" else None,
+        )
+        return [c for _, _, c in found]
+
+    key = {"pk": {"S": "APIKEY#k"}, "sk": {"S": "APIKEY"}}
+    leading = {"dynamodb:LeadingKeys": ["APIKEY#k"]}
+    assert context("GetItem", TableName="tasks", Key=key) == [leading]
+    assert context("PutItem", TableName="tasks", Item={**key, "x": {"N": "1"}}) == [leading]
+    assert context("GetItem", TableName=TABLE, Key=key) == [leading]  # by ARN
+    assert context("GetItem", TableName="other", Key=key) == [{}]  # key attribute unknown
+    assert context("Query", TableName="tasks") == [{}]  # not by key
+    items = [{"ConditionCheck": {"TableName": "tasks", "Key": key}}]
+    assert context("TransactWriteItems", TransactItems=items) == [leading]
+    batch = {"tasks": {"Keys": [key, {"pk": {"S": "T#t"}, "sk": {"S": "H"}}]}}
+    assert context("BatchGetItem", RequestItems=batch) == [
+        {"dynamodb:LeadingKeys": ["APIKEY#k", "T#t"]}
+    ]
+
+
+def test_what_flows_call_names_its_resources() -> None:
+    assert auth("s3", "GetObject", Bucket="docs", Key="a/b.txt") == [
+        ("s3:GetObject", "arn:aws:s3:::docs/a/b.txt")
+    ]
+    assert auth("s3", "HeadObject", Bucket="docs", Key="k") == [
+        ("s3:GetObject", "arn:aws:s3:::docs/k")
+    ]
+    assert auth("s3", "ListObjectsV2", Bucket="docs") == [("s3:ListBucket", "arn:aws:s3:::docs")]
+    secret = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:api-key-AbCdEf"
+    assert auth("secretsmanager", "GetSecretValue", SecretId=secret) == [
+        ("secretsmanager:GetSecretValue", secret)
+    ]
+    assert auth("bedrock-runtime", "ConverseStream", modelId="us.amazon.nova-lite-v1:0") == [
+        (
+            "bedrock:InvokeModelWithResponseStream",
+            f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/us.amazon.nova-lite-v1:0",
+        )
+    ]
+    assert auth("bedrock-runtime", "Converse", modelId="anthropic.claude-v2") == [
+        ("bedrock:InvokeModel", f"arn:aws:bedrock:{REGION}::foundation-model/anthropic.claude-v2")
+    ]
 
 
 def test_batches_are_their_own_actions_per_table() -> None:
@@ -144,7 +195,10 @@ def test_lambda_invoke_names_the_function_however_it_is_given() -> None:
         ("sqs", "CreateQueue", {"QueueName": "q"}),
         ("stepfunctions", "CreateStateMachine", {"name": "m"}),
         ("lambda", "CreateFunction", {"FunctionName": "f"}),
-        ("s3", "GetObject", {"Bucket": "b", "Key": "k"}),
+        ("s3", "CreateBucket", {"Bucket": "b"}),
+        ("secretsmanager", "GetSecretValue", {"SecretId": "by-name"}),  # its ARN is unknown
+        ("bedrock-runtime", "ApplyGuardrail", {"guardrailIdentifier": "g"}),
+        ("kms", "Decrypt", {"CiphertextBlob": b"x"}),
     ],
 )
 def test_unknown_operations_raise(service: str, operation: str, params: dict[str, Any]) -> None:
@@ -219,8 +273,25 @@ def test_only_calls_of_an_acting_principal_are_recorded_once_each(
             "operation": "dynamodb:GetItem",
             "test": os.environ.get("PYTEST_CURRENT_TEST"),  # where it came from
             "thread": threading.current_thread().name,
+            # The item's partition key (the table's, from moto): what LeadingKeys tests.
+            "context": {"dynamodb:LeadingKeys": ["a"]},
             "stack": recorder.stack_id,
         }
+    ]
+
+
+def test_a_call_is_recorded_once_per_partition_key_kind(
+    recorded: tuple[CallRecorder, Any, Path],
+) -> None:
+    _, session, path = recorded
+    db = session.client("dynamodb")
+    with acting_as("AuthorizerFunction"):
+        for key in ("APIKEY#k1", "APIKEY#k2", "T#t1", "T#t2", "APIKEYS"):
+            db.get_item(TableName="tasks", Key={"pk": {"S": key}})
+    assert [c["context"] for c in lines(path)] == [
+        {"dynamodb:LeadingKeys": ["APIKEY#k1"]},
+        {"dynamodb:LeadingKeys": ["T#t1"]},
+        {"dynamodb:LeadingKeys": ["APIKEYS"]},
     ]
 
 

@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _template_filters() -> list[dict[str, Any]]:
     resources = load_template(ROOT / "template.yaml")["Resources"]
-    events = resources["WebhookSenderFunction"]["Properties"]["Events"]
-    return parse_filters(events["TaskEvents"]["Properties"]["FilterCriteria"])
+    mapping = resources["WebhookSenderFunctionTaskEvents"]["Properties"]
+    return parse_filters(mapping["FilterCriteria"])
 
 
 def stream_record(event_name: str, sk: str, **image: Any) -> dict[str, Any]:

@@ -9,6 +9,13 @@ tests to evaluate against the roles of the translated template (tests/iam_check.
 Calls made while no principal acts (the stack creating its resources, tests reading the table
 directly) are not recorded. An operation this module cannot map is recorded as an error: it
 must fail the check, not pass unseen. Lambda handlers never import this module.
+
+A flow's own boto3 clients (S3, Secrets Manager, Bedrock...) are recorded like the stack's: they
+come from boto3's default session, which the recorder hooks, and run in the function's
+invocation. A call carries the condition keys a policy may test that this module knows
+(`dynamodb:LeadingKeys`, the item's partition key, for operations that address items by key):
+one line per partition key *kind* (the key up to its first `#`: `T#`, `APIKEY#`...), as the
+template's conditions test prefixes.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -59,6 +66,10 @@ class UnknownOperation(LookupError):
 
 
 Authorization = tuple[str, str]  # (IAM action, resource ARN)
+# Condition keys of a request (key -> values), e.g. {"dynamodb:LeadingKeys": ["APIKEY#k1"]}.
+Context = dict[str, list[str]]
+# The partition key attribute of a DynamoDB table (by name), None when unknown.
+PartitionKeyOf = Callable[[str], "str | None"]
 
 
 # -- API call -> IAM (action, resource) -------------------------------------------------------
@@ -89,14 +100,43 @@ _TRANSACT_WRITE_ACTIONS = {
 }
 
 
+# Operations on one item, addressed by its key (or, for PutItem, by the item's own key).
+_KEYED_OPERATIONS = {"GetItem", "PutItem", "UpdateItem", "DeleteItem"}
+
+
+def _leading_keys(
+    table: str, items: list[Mapping[str, Any]], partition_key: PartitionKeyOf | None
+) -> Context:
+    """`dynamodb:LeadingKeys` of a request on `items` (keys or items) of `table`: their
+    partition key values, when the table's partition key attribute is known."""
+    name = partition_key(table.rsplit("/", 1)[-1]) if partition_key else None
+    if name is None:
+        return {}
+    values = []
+    for item in items:
+        ((_, value),) = (item.get(name) or {"S": None}).items()
+        if value is None:
+            return {}  # no partition key here: nothing to tell
+        values.append(str(value))
+    return {"dynamodb:LeadingKeys": values}
+
+
 def _dynamodb(
-    operation: str, params: Mapping[str, Any], region: str, account: str
-) -> list[Authorization]:
+    operation: str,
+    params: Mapping[str, Any],
+    region: str,
+    account: str,
+    partition_key: PartitionKeyOf | None = None,
+) -> list[tuple[str, str, Context]]:
     if operation in _TABLE_OPERATIONS:
         resource = _table_arn(params["TableName"], region, account)
         if params.get("IndexName"):
             resource += f"/index/{params['IndexName']}"
-        return [(f"dynamodb:{operation}", resource)]
+        context: Context = {}
+        if operation in _KEYED_OPERATIONS:
+            item = params.get("Key") or params.get("Item") or {}
+            context = _leading_keys(params["TableName"], [item], partition_key)
+        return [(f"dynamodb:{operation}", resource, context)]
     if operation == "TransactWriteItems":
         found = []
         for entry in params["TransactItems"]:
@@ -107,19 +147,47 @@ def _dynamodb(
                 (
                     f"dynamodb:{_TRANSACT_WRITE_ACTIONS[kind]}",
                     _table_arn(item["TableName"], region, account),
+                    _leading_keys(
+                        item["TableName"],
+                        [item.get("Key") or item.get("Item") or {}],
+                        partition_key,
+                    ),
                 )
             )
         return found
     if operation == "TransactGetItems":
         return [
-            ("dynamodb:GetItem", _table_arn(entry["Get"]["TableName"], region, account))
+            (
+                "dynamodb:GetItem",
+                _table_arn(entry["Get"]["TableName"], region, account),
+                _leading_keys(entry["Get"]["TableName"], [entry["Get"]["Key"]], partition_key),
+            )
             for entry in params["TransactItems"]
         ]
-    if operation in ("BatchGetItem", "BatchWriteItem"):  # their own actions, per table
+    if operation == "BatchGetItem":  # its own action, per table
         return [
-            (f"dynamodb:{operation}", _table_arn(table, region, account))
-            for table in params["RequestItems"]
+            (
+                "dynamodb:BatchGetItem",
+                _table_arn(table, region, account),
+                _leading_keys(table, list(request.get("Keys") or []), partition_key),
+            )
+            for table, request in params["RequestItems"].items()
         ]
+    if operation == "BatchWriteItem":
+        found = []
+        for table, requests in params["RequestItems"].items():
+            keys = [
+                (r.get("PutRequest") or {}).get("Item") or (r.get("DeleteRequest") or {}).get("Key")
+                for r in requests
+            ]
+            found.append(
+                (
+                    "dynamodb:BatchWriteItem",
+                    _table_arn(table, region, account),
+                    _leading_keys(table, [k or {} for k in keys], partition_key),
+                )
+            )
+        return found
     raise UnknownOperation(f"dynamodb:{operation}")
 
 
@@ -213,24 +281,140 @@ def _lambda(
     raise UnknownOperation(f"lambda:{operation}")
 
 
+# -- what a flow's own code calls (FlowPolicy, FlowUsesBedrock) -------------------------------
+
+# S3 object operations and the action each is authorized as (on the object's ARN).
+_S3_OBJECT_ACTIONS = {
+    "GetObject": "GetObject",
+    "HeadObject": "GetObject",
+    "PutObject": "PutObject",
+    "DeleteObject": "DeleteObject",
+    "GetObjectTagging": "GetObjectTagging",
+}
+# S3 bucket operations (on the bucket's ARN).
+_S3_BUCKET_ACTIONS = {
+    "ListObjects": "ListBucket",
+    "ListObjectsV2": "ListBucket",
+    "HeadBucket": "ListBucket",
+}
+
+
+def _s3(operation: str, params: Mapping[str, Any]) -> list[Authorization]:
+    if operation in _S3_OBJECT_ACTIONS:
+        resource = f"arn:aws:s3:::{params['Bucket']}/{params['Key']}"
+        return [(f"s3:{_S3_OBJECT_ACTIONS[operation]}", resource)]
+    if operation in _S3_BUCKET_ACTIONS:
+        return [(f"s3:{_S3_BUCKET_ACTIONS[operation]}", f"arn:aws:s3:::{params['Bucket']}")]
+    raise UnknownOperation(f"s3:{operation}")
+
+
+def _secretsmanager(operation: str, params: Mapping[str, Any]) -> list[Authorization]:
+    if operation in ("GetSecretValue", "DescribeSecret"):
+        secret = str(params["SecretId"])
+        if not secret.startswith("arn:"):
+            # IAM authorizes the secret's full ARN, which ends in a suffix its name does not
+            # tell: name the secret by its ARN in what the stack records.
+            raise UnknownOperation(f"secretsmanager:{operation} by name ({secret}): use its ARN")
+        return [(f"secretsmanager:{operation}", secret)]
+    raise UnknownOperation(f"secretsmanager:{operation}")
+
+
+# Converse and InvokeModel authorize as InvokeModel; their streaming forms as
+# InvokeModelWithResponseStream.
+_BEDROCK_ACTIONS = {
+    "Converse": "InvokeModel",
+    "InvokeModel": "InvokeModel",
+    "ConverseStream": "InvokeModelWithResponseStream",
+    "InvokeModelWithResponseStream": "InvokeModelWithResponseStream",
+}
+
+
+def _bedrock(
+    operation: str, params: Mapping[str, Any], region: str, account: str
+) -> list[Authorization]:
+    if operation not in _BEDROCK_ACTIONS:
+        raise UnknownOperation(f"bedrock-runtime:{operation}")
+    model = str(params["modelId"])
+    if not model.startswith("arn:"):
+        # A cross-Region inference profile id starts with its geography (us., eu., apac.).
+        profile = model.split(".", 1)[0] in ("us", "eu", "apac", "us-gov", "global")
+        model = (
+            f"arn:aws:bedrock:{region}:{account}:inference-profile/{model}"
+            if profile
+            else f"arn:aws:bedrock:{region}::foundation-model/{model}"
+        )
+    return [(f"bedrock:{_BEDROCK_ACTIONS[operation]}", model)]
+
+
+def authorize(
+    service: str,
+    operation: str,
+    params: Mapping[str, Any],
+    *,
+    region: str,
+    account: str,
+    partition_key: PartitionKeyOf | None = None,
+) -> list[tuple[str, str, Context]]:
+    """The IAM (action, resource ARN, condition keys) that AWS authorizes an API call as.
+
+    `service` is botocore's service name (dynamodb, dynamodbstreams, sqs, stepfunctions,
+    lambda; and s3, secretsmanager, bedrock-runtime, which flows call); anything else raises
+    UnknownOperation. `partition_key` names a DynamoDB table's partition key attribute (for
+    `dynamodb:LeadingKeys`)."""
+    if service == "dynamodb":
+        return _dynamodb(operation, params, region, account, partition_key)
+    found: list[Authorization]
+    if service == "dynamodbstreams":
+        found = _dynamodb_streams(operation, params)
+    elif service == "sqs":
+        found = _sqs(operation, params, region, account)
+    elif service == "stepfunctions":
+        found = _states(operation, params)
+    elif service == "lambda":
+        found = _lambda(operation, params, region, account)
+    elif service == "s3":
+        found = _s3(operation, params)
+    elif service == "secretsmanager":
+        found = _secretsmanager(operation, params)
+    elif service == "bedrock-runtime":
+        found = _bedrock(operation, params, region, account)
+    else:
+        raise UnknownOperation(f"{service}:{operation}")
+    return [(action, resource, {}) for action, resource in found]
+
+
 def authorizations(
     service: str, operation: str, params: Mapping[str, Any], *, region: str, account: str
 ) -> list[Authorization]:
-    """The IAM (action, resource ARN) pairs that AWS authorizes an API call as.
+    """The IAM (action, resource ARN) pairs that AWS authorizes an API call as (`authorize`
+    without the condition keys)."""
+    return [
+        (action, resource)
+        for action, resource, _ in authorize(
+            service, operation, params, region=region, account=account
+        )
+    ]
 
-    `service` is botocore's service name (dynamodb, dynamodbstreams, sqs, stepfunctions,
-    lambda); anything else raises UnknownOperation."""
-    if service == "dynamodb":
-        return _dynamodb(operation, params, region, account)
-    if service == "dynamodbstreams":
-        return _dynamodb_streams(operation, params)
-    if service == "sqs":
-        return _sqs(operation, params, region, account)
-    if service == "stepfunctions":
-        return _states(operation, params)
-    if service == "lambda":
-        return _lambda(operation, params, region, account)
-    raise UnknownOperation(f"{service}:{operation}")
+
+def key_kind(value: str) -> str:
+    """A partition key's kind: up to and including its first `#` (the whole key without one)."""
+    head, sep, _ = value.partition("#")
+    return head + sep
+
+
+def moto_partition_key(account: str, region: str) -> PartitionKeyOf:
+    """The partition key attribute of a table of moto's backend (the local stack's tables)."""
+    known: dict[str, str | None] = {}
+
+    def partition_key(table: str) -> str | None:
+        if table not in known:
+            from moto.dynamodb.models import dynamodb_backends
+
+            found = dynamodb_backends[account][region].tables.get(table)
+            known[table] = found.hash_key_attr if found is not None else None
+        return known[table]
+
+    return partition_key
 
 
 # -- recording --------------------------------------------------------------------------------
@@ -258,6 +442,8 @@ class CallRecorder:
         # Step Functions threads can outlive a test's stack: what they do then (with the
         # stack's settings gone) is no call the deployed function would make.
         self.closed = False
+        # The partition key attribute of each table (region -> lookup): moto's tables.
+        self._partition_keys: dict[str, PartitionKeyOf] = {}
         # Set when the stack has started: before that no function of it has run, and a call
         # attributed to one comes from an earlier stack's execution (moto starts a thread per
         # Task state) reaching this stack's handler while its settings are not yet in place.
@@ -303,8 +489,17 @@ class CallRecorder:
             return
         service = model.service_model.service_name
         region = (context or {}).get("client_region") or "us-east-1"
+        if region not in self._partition_keys:
+            self._partition_keys[region] = moto_partition_key(self.account, region)
         try:
-            found = authorizations(service, model.name, params, region=region, account=self.account)
+            found = authorize(
+                service,
+                model.name,
+                params,
+                region=region,
+                account=self.account,
+                partition_key=self._partition_keys[region],
+            )
         except (UnknownOperation, KeyError, TypeError, ValueError) as exc:
             # Recorded, never raised: the caller (a poller, a handler) might swallow it.
             self._write(
@@ -317,20 +512,24 @@ class CallRecorder:
                 },
             )
             return
-        for action, resource in found:
-            self._write(
-                ("call", principal, action, resource),
-                {
-                    "kind": "call",
-                    "principal": principal,
-                    "action": action,
-                    "resource": resource,
-                    "operation": f"{service}:{model.name}",
-                    # Where a surprising call came from, when pytest runs the stack.
-                    "test": os.environ.get("PYTEST_CURRENT_TEST"),
-                    "thread": threading.current_thread().name,
-                },
+        for action, resource, condition_keys in found:
+            kinds = tuple(
+                (key, tuple(sorted({key_kind(v) for v in values})))
+                for key, values in sorted(condition_keys.items())
             )
+            line: dict[str, Any] = {
+                "kind": "call",
+                "principal": principal,
+                "action": action,
+                "resource": resource,
+                "operation": f"{service}:{model.name}",
+                # Where a surprising call came from, when pytest runs the stack.
+                "test": os.environ.get("PYTEST_CURRENT_TEST"),
+                "thread": threading.current_thread().name,
+            }
+            if condition_keys:
+                line["context"] = condition_keys
+            self._write(("call", principal, action, resource, repr(kinds)), line)
 
     def write_stack(self, resources: Mapping[str, Any]) -> None:
         """The values the template's intrinsics resolve to in this stack."""

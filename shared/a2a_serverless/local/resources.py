@@ -300,8 +300,10 @@ def event_source_mappings(
     queues: Mapping[str, str],
     invoker: Callable[[str], Callable[[dict[str, Any]], Any]],
 ) -> list[StreamMapping | QueueMapping]:
-    """One mapping emulation per DynamoDB or SQS event of a function (`invoker(logical_id)`
-    runs the function on a batch)."""
+    """One mapping emulation per DynamoDB or SQS event of a function, and per
+    AWS::Lambda::EventSourceMapping of a function of the template (`invoker(logical_id)` runs
+    the function on a batch). A mapping is named `{function}.{event}`: an explicit mapping
+    whose logical id is SAM's for an event (`{function}{event}`) has the event's name."""
     queue_urls = {
         resolver.attributes[f"{logical_id}.Arn"]: url for logical_id, url in queues.items()
     }
@@ -317,7 +319,48 @@ def event_source_mappings(
                         name, logical_id, event["Type"], props, invoker(logical_id), queue_urls
                     )
                 )
+    for mapping_id, resource in resources.items():
+        if resource["Type"] != "AWS::Lambda::EventSourceMapping":
+            continue
+        if resource.get("Condition") and not resolver.condition(resource["Condition"]):
+            continue
+        settings = dict(resource["Properties"])
+        function = _function_of(settings.pop("FunctionName", None), functions)
+        event = _event_of_mapping(resolver.resolve(settings), queue_urls)
+        if function is None or event is None:
+            raise ValueError(
+                f"{mapping_id}: the local stack emulates mappings of a template function "
+                "from a DynamoDB stream or an SQS queue of the template"
+            )
+        event_type, props = event
+        suffix = mapping_id[len(function) :] if mapping_id.startswith(function) else ""
+        name = f"{function}.{suffix}" if suffix else mapping_id
+        mappings.append(_mapping(name, function, event_type, props, invoker(function), queue_urls))
     return mappings
+
+
+def _function_of(value: Any, functions: Mapping[str, FunctionSpec]) -> str | None:
+    """The logical id of the template function a mapping's FunctionName names (Ref or GetAtt)."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, arg),) = value.items()
+        target = arg if key == "Ref" else arg[0] if key == "Fn::GetAtt" else None
+        if isinstance(target, str) and target in functions:
+            return target
+    return None
+
+
+def _event_of_mapping(
+    props: dict[str, Any], queue_urls: Mapping[str, str]
+) -> tuple[str, dict[str, Any]] | None:
+    """An AWS::Lambda::EventSourceMapping's properties as the SAM event (type, properties) it
+    is the same mapping as: EventSourceArn a queue of the stack (SQS) or a stream (DynamoDB)."""
+    source = props.get("EventSourceArn", "")
+    settings = {k: v for k, v in props.items() if k != "EventSourceArn"}
+    if source in queue_urls:
+        return "SQS", {**settings, "Queue": source}
+    if ":dynamodb:" in source and "/stream/" in source:
+        return "DynamoDB", {**settings, "Stream": source}
+    return None
 
 
 def _mapping(
