@@ -10,6 +10,7 @@ import pytest
 
 from tests.template.sam import (
     FUNCTIONS,
+    access_log_setting,
     condition_holds,
     deployed_stages,
     load_sam,
@@ -63,7 +64,7 @@ def test_detector_catches_the_implicit_stage_stage() -> None:
 
 
 def test_access_log_is_one_json_object_per_request(cfn: dict[str, Any]) -> None:
-    setting = _stage(cfn)["AccessLogSetting"]
+    setting = access_log_setting(cfn)  # ApiAccessLogs=true (tests/template/test_first_deploy.py)
     assert setting["DestinationArn"] == {"Fn::GetAtt": ["ApiAccessLogGroup", "Arn"]}
     log_format = setting["Format"]
     assert "\n" not in log_format  # one line per request
@@ -129,19 +130,19 @@ def test_the_stage_waits_for_the_account_logging_role_when_the_stack_sets_it(
     assert account["Properties"]["CloudWatchRoleArn"] == {
         "Fn::GetAtt": ["ApiGatewayLoggingRole", "Arn"]
     }
-    assert condition_holds(cfn, "ManagesApiGatewayAccount", {})  # default: a first deploy works
-    assert not condition_holds(
-        cfn, "ManagesApiGatewayAccount", {"CreateApiGatewayLoggingRole": "false"}
-    )
+    # Default: the region's setting is left alone (tests/template/test_first_deploy.py).
+    assert not condition_holds(cfn, "ManagesApiGatewayAccount", {})
+    assert condition_holds(cfn, "ManagesApiGatewayAccount", {"CreateApiGatewayLoggingRole": "true"})
 
 
 def test_the_account_logging_role_outlives_the_stack(cfn: dict[str, Any]) -> None:
     # The role is the region's, not this API's: other APIs may log through it after the
-    # stack is gone (deleting it would silently stop their logs).
+    # stack is gone (deleting it would silently stop their logs). A failed first create
+    # leaves neither behind.
     role = cfn["Resources"]["ApiGatewayLoggingRole"]
     assert role["Condition"] == "ManagesApiGatewayAccount"
     for resource in (role, cfn["Resources"]["ApiGatewayAccount"]):
-        assert resource["DeletionPolicy"] == "Retain"
+        assert resource["DeletionPolicy"] == "RetainExceptOnCreate"
         assert resource["UpdateReplacePolicy"] == "Retain"
     props = role["Properties"]
     (statement,) = props["AssumeRolePolicyDocument"]["Statement"]

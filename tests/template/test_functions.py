@@ -73,7 +73,8 @@ def test_runtime_and_architecture(cfn: dict[str, Any], name: str) -> None:
     props = _function(cfn, name)
     assert props["Runtime"] == "python3.13"
     assert props["Architectures"] == ["arm64"]
-    assert props["TracingConfig"] == {"Mode": "Active"}
+    # Tracing=Disabled by default: tests/template/test_first_deploy.py (both values).
+    assert "TracingConfig" not in props
     env = props["Environment"]["Variables"]
     assert {k: env[k] for k in COMMON_ENV} == COMMON_ENV
 
