@@ -18,9 +18,11 @@ moto server) against `import boto3; boto3.client('dynamodb')` plus one call. The
 throughput and stream figures come from scripts/bench_local.py.
 
 Usage: scripts/bench [--json FILE] [--skip-cold-start] [--skip-local] [--quick] [--cost-doc]
-                     [--write-docs] [--only-cold-start] [--repeats N]
+                     [--write-docs] [--only-cold-start] [--repeats N] [--stack-doc]
 
---cost-doc rewrites the measured section of docs/cost.md; --write-docs also measures SSE
+--cost-doc rewrites the measured section of docs/cost.md and its section read from
+template.yaml (what held-open requests and the stack's options cost); --stack-doc rewrites only
+the latter, in seconds, measuring nothing. --write-docs also measures SSE
 emit->receive latency (the e2e latency test) and writes docs/stream-latency.md.
 --only-cold-start measures the cold starts alone (with --repeats N pairs per function).
 """
@@ -74,15 +76,32 @@ PRICES: dict[str, float] = {
     "dynamodb_rru": 0.125e-6,
     "sqs_request": 0.40e-6,
     "cloudwatch_logs_ingested_byte": 0.50 / 1024**3,
+    # The stack's other lines (docs/cost.md "What else the stack bills"): X-Ray traces recorded
+    # and a KMS key's month from https://aws.amazon.com/xray/pricing/ and /kms/pricing/; KMS
+    # (symmetric) requests, a standard alarm's month (/cloudwatch/pricing/) and continuous
+    # backups per GB-month (/dynamodb/pricing/on-demand/) as summaries of those pages quote them.
+    "xray_trace_recorded": 5.00e-6,
+    "kms_key_month": 1.00,
+    "kms_request": 0.03 / 10_000,
+    "cloudwatch_alarm_month": 0.10,
+    "dynamodb_pitr_gb_month": 0.20,
 }
 PRICES_SOURCE_DATE = "2026-11"
+# API Gateway meters a streamed REST response in 10 MB increments of its payload, each billed as
+# one request (its pricing page); Lambda bills a streamed response's bytes past its first 6 MB
+# (Lambda pricing; no rate is priced here: an A2A stream stays far below).
+APIGATEWAY_STREAM_METERING_BYTES = 10 * 1024**2
+LAMBDA_STREAM_UNBILLED_BYTES = 6 * 1024**2
+# X-Ray's default sampling rule: the first request each second, then 5 % of the rest.
+XRAY_RESERVOIR_PER_SECOND = 1
+XRAY_FIXED_RATE = 0.05
 # Step Functions Express: workflow memory = 50 MB + definition + execution data, billed per 64 MB.
 EXPRESS_BASE_MEMORY_MB = 50
 EXPRESS_MEMORY_CHUNK_MB = 64
 EXPRESS_DURATION_STEP_S = 0.1
 # Lines outside the functions' own output: Lambda's START/END/REPORT (REPORT with its X-Ray
-# segment), one API Gateway access log line (the template's AccessLogSetting, filled in), and
-# CloudWatch Logs' 26 bytes billed per event.
+# segment), one API Gateway access log line when the template's defaults write the access log
+# (its AccessLogSetting, filled in), and CloudWatch Logs' 26 bytes billed per event.
 LAMBDA_PLATFORM_LOG_BYTES = 110 + 60 + 300
 ACCESS_LOG_LINE_BYTES = 750
 LOG_EVENT_OVERHEAD_BYTES = 26
@@ -765,8 +784,9 @@ def measure_units(
             logs["bytes"]
             + LOG_EVENT_OVERHEAD_BYTES * logs["lines"]
             + (LAMBDA_PLATFORM_LOG_BYTES + 3 * LOG_EVENT_OVERHEAD_BYTES) * invocations
-            + (ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES) * api.requests
         )
+        if stack_features(stack.template, {"WorkflowType": workflow})["access_log"]:
+            log_bytes += (ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES) * api.requests
         return {
             "workflow": workflow,
             "blocking": blocking,
@@ -829,6 +849,318 @@ def cost_phase() -> dict[str, Any]:
         "usd_breakdown_per_million_tasks": prices,
         "units_per_task": units,
     }
+
+
+# -- what else a deployed stack bills (from template.yaml, nothing measured) -----------------
+
+
+def streamed_requests(response_bytes: int) -> int:
+    """API Gateway requests one streamed REST response is billed as: one per 10 MB started."""
+    return max(1, math.ceil(response_bytes / APIGATEWAY_STREAM_METERING_BYTES))
+
+
+def held_open_usd(memory_mb: int, seconds: float, response_bytes: int = 0) -> float:
+    """$ of one streamed request that holds its function open `seconds`: its API Gateway
+    request(s), the Lambda request, and the GB-seconds of the whole time (Lambda bills a
+    streaming function until it returns, whether or not the client is still there)."""
+    p = PRICES
+    return (
+        streamed_requests(response_bytes) * p["apigateway_rest_request"]
+        + p["lambda_request"]
+        + memory_mb / 1024 * seconds * p["lambda_arm64_gb_second"]
+    )
+
+
+def xray_traces_per_second(requests_per_second: float) -> float:
+    """Traces X-Ray's default sampling rule records of a steady request rate."""
+    reservoir = min(requests_per_second, XRAY_RESERVOIR_PER_SECOND)
+    return reservoir + XRAY_FIXED_RATE * (requests_per_second - reservoir)
+
+
+class TemplateValues:
+    """template.yaml's values as CloudFormation deploys them with `parameters` (else each
+    parameter's default): Ref of a parameter, Fn::If on a condition, AWS::NoValue (None)."""
+
+    def __init__(self, template: dict[str, Any], parameters: dict[str, str] | None = None):
+        self.template = template
+        self.values = {
+            name: str(spec.get("Default", ""))
+            for name, spec in (template.get("Parameters") or {}).items()
+        }
+        self.values.update(parameters or {})
+
+    def condition(self, name: str) -> bool:
+        return self._holds(self.template["Conditions"][name])
+
+    def _holds(self, expression: Any) -> bool:
+        ((function, args),) = expression.items()
+        if function == "Condition":
+            return self.condition(args)
+        if function == "Fn::Equals":
+            return str(self.resolve(args[0])) == str(self.resolve(args[1]))
+        if function == "Fn::Not":
+            return not self._holds(args[0])
+        if function == "Fn::And":
+            return all(self._holds(a) for a in args)
+        if function == "Fn::Or":
+            return any(self._holds(a) for a in args)
+        raise ValueError(f"unsupported condition function {function}")
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, dict) and list(value) == ["Ref"]:
+            name = value["Ref"]
+            if name == "AWS::NoValue":
+                return None
+            return self.values.get(name, value)
+        if isinstance(value, dict) and list(value) == ["Fn::If"]:
+            name, if_true, if_false = value["Fn::If"]
+            return self.resolve(if_true if self.condition(name) else if_false)
+        return value
+
+    def get(self, *path: str) -> Any:
+        """The value at `path` under Resources (or Globals), each step resolved."""
+        value: Any = self.template
+        for key in path:
+            value = self.resolve(value)
+            if not isinstance(value, dict) or key not in value:
+                return None
+            value = value[key]
+        return self.resolve(value)
+
+    def exists(self, logical_id: str) -> bool:
+        condition = self.template["Resources"][logical_id].get("Condition")
+        return condition is None or self.condition(condition)
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() in ("true", "active", "1")
+
+
+def stack_features(template: dict[str, Any], parameters: dict[str, str] | None = None) -> dict:
+    """What the template deploys, at its defaults (or `parameters`), that the bill depends on."""
+    at = TemplateValues(template, parameters)
+    resources = template["Resources"]
+    (table,) = [n for n, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"]
+    sse = at.get("Resources", table, "Properties", "SSESpecification") or {}
+    if not _truthy(at.resolve(sse.get("SSEEnabled", False))):
+        table_key = "aws-owned"
+    elif sse.get("KMSMasterKeyId") is None:
+        table_key = "aws-managed"
+    else:
+        table_key = "customer-managed"
+    memory = function_memory(
+        {**template, "Parameters": {k: {"Default": v} for k, v in at.values.items()}}
+    )
+    env = {
+        name: at.get("Resources", name, "Properties", "Environment", "Variables") or {}
+        for name in template_functions(template)
+    }
+    return {
+        "memory_mb": memory,
+        "stream_max_seconds": {
+            name: float(at.resolve(e["STREAM_MAX_SECONDS"]))
+            for name, e in env.items()
+            if "STREAM_MAX_SECONDS" in e
+        },
+        "blocking_max_wait_seconds": float(at.values["BlockingMaxWaitSeconds"]),
+        "tracing": _truthy(at.get("Globals", "Function", "Tracing")),
+        "pitr": _truthy(
+            at.get(
+                "Resources",
+                table,
+                "Properties",
+                "PointInTimeRecoverySpecification",
+                "PointInTimeRecoveryEnabled",
+            )
+        ),
+        "table_key": table_key,
+        "alarms": sum(
+            1
+            for n, r in resources.items()
+            if r["Type"] == "AWS::CloudWatch::Alarm" and at.exists(n)
+        ),
+        "card_signing": at.values.get("CardSigningKeyArn", "") != "",
+        "access_log": any(
+            at.get("Resources", name, "Properties", "AccessLogSetting") is not None
+            for name, r in resources.items()
+            if r["Type"] == "AWS::Serverless::Api"
+        ),
+    }
+
+
+def _option_parameters(template: dict[str, Any], feature: str) -> dict[str, str]:
+    """Parameter values (among their AllowedValues) that turn `feature` to the other side
+    of its default: {parameter: value}; empty when no single parameter does."""
+    default = stack_features(template)[feature]
+    found = {}
+    for name, spec in (template.get("Parameters") or {}).items():
+        for value in spec.get("AllowedValues") or []:
+            if str(value) != str(spec.get("Default")):
+                changed = stack_features(template, {name: str(value)})[feature]
+                if changed != default:
+                    found[name] = str(value)
+                    break
+    return found
+
+
+COST_STACK_BEGIN = "<!-- bench:stack:begin (scripts/bench --stack-doc rewrites this section) -->"
+COST_STACK_END = "<!-- bench:stack:end -->"
+HELD_SECONDS = (1, 30, 300)
+
+
+def _usd(value: float) -> str:
+    if value == 0:
+        return "$0"
+    return f"${value:,.2f}" if value >= 0.01 else f"${value:.4f}"
+
+
+def stack_table(template: dict[str, Any]) -> str:
+    """The section of docs/cost.md read from template.yaml: held-open requests and the
+    stack's lines beside the per-task ones."""
+    p = PRICES
+    f = stack_features(template)
+    memory = f["memory_mb"]
+    stream_max = max(f["stream_max_seconds"].values())
+    wait_max = f["blocking_max_wait_seconds"]
+    held = [
+        ("streamed send (`POST /message:stream`) while its turn runs", "StreamFunction", None),
+        ("subscription (`POST /tasks/{id}:subscribe`)", "StreamFunction", stream_max),
+        ("subscription (`GET /tasks/{id}:subscribe`)", "GetTaskFunction", stream_max),
+        ("blocking send (`POST /message:send`) while it waits", "SendMessageFunction", wait_max),
+        ("blocking JSON-RPC `SendMessage` (`POST /`)", "StreamFunction", wait_max),
+    ]
+    heads = [f"{s} s" for s in HELD_SECONDS]
+    lines = [
+        COST_STACK_BEGIN,
+        "",
+        "Read from `template.yaml` at its defaults by `scripts/bench --stack-doc` (no "
+        "measurement; `--cost-doc` rewrites it too), priced with `PRICES`.",
+        "",
+        "**Requests held open.** A streamed request bills its function for every second it is "
+        "open: Lambda's GB-seconds of the function's memory, plus one Lambda request and one "
+        "API Gateway request (a streamed response is metered per 10 MB started: "
+        "`streamed_requests`; A2A responses stay far below, so one). $ per 1M requests held "
+        "this long:",
+        "",
+        "| request | function (memory) | " + " | ".join(heads) + " | longest (s) | longest |",
+        "|---|---|" + "---|" * (len(heads) + 2),
+    ]
+    for what, function, longest in held:
+        mb = memory[function]
+        cells = [_usd(held_open_usd(mb, s) * 1e6) for s in HELD_SECONDS]
+        tail = (
+            [f"{longest:g}", _usd(held_open_usd(mb, longest) * 1e6)]
+            if longest
+            else ["the turn's", "—"]
+        )
+        lines.append(f"| {what} | {function} ({mb} MB) | " + " | ".join([*cells, *tail]) + " |")
+    hour = {
+        name: memory[name] / 1024 * 3600 * p["lambda_arm64_gb_second"]
+        for name in ("StreamFunction", "GetTaskFunction", "SendMessageFunction")
+    }
+    lines += [
+        "",
+        "One request held open for an hour: "
+        + ", ".join(f"{name} {_usd(usd)}" for name, usd in hour.items())
+        + ". The longest column is what the template allows (`STREAM_MAX_SECONDS`, "
+        "`BlockingMaxWaitSeconds`): Lambda does not stop a streaming function when its client "
+        "disconnects, so a subscription nobody reads any more may be billed until its task "
+        "settles or that limit.",
+        "",
+        "**The stack's other lines**, at the template's defaults (per month unless said):",
+        "",
+        "| line | at the defaults | otherwise |",
+        "|---|---|---|",
+    ]
+
+    def other(feature: str, text: str) -> str:
+        options = _option_parameters(template, feature)
+        if not options:
+            return text
+        return ", ".join(f"`{k}={v}`" for k, v in options.items()) + ": " + text
+
+    traces = xray_traces_per_second(10) * 86400 * 30
+    xray_price = f"{_usd(p['xray_trace_recorded'] * 1e6)} per 1M traces recorded"
+    xray_example = (
+        f"the default sampling (1 request/s + 5 %) records {traces / 1e6:.1f}M traces a "
+        f"30-day month at a steady 10 requests/s: {_usd(traces * p['xray_trace_recorded'])}"
+    )
+    lines.append(
+        "| X-Ray tracing | "
+        + (f"on: {xray_price}; {xray_example}" if f["tracing"] else "off: $0")
+        + " | "
+        + other("tracing", ("off: $0" if f["tracing"] else f"on: {xray_price}; {xray_example}"))
+        + " |"
+    )
+    pitr = f"{_usd(p['dynamodb_pitr_gb_month'])} per GB of the table"
+    lines.append(
+        "| DynamoDB point-in-time recovery | "
+        + (f"on: {pitr}" if f["pitr"] else "off: $0")
+        + " | "
+        + other("pitr", "off: $0" if f["pitr"] else f"on: {pitr}")
+        + " |"
+    )
+    kms_requests = f"{_usd(p['kms_request'] * 10_000)} per 10,000 KMS requests"
+    keys = {
+        "aws-owned": "AWS owned key: $0",
+        "aws-managed": f"AWS managed key (aws/dynamodb): no key charge, {kms_requests}",
+        "customer-managed": f"customer managed key: {_usd(p['kms_key_month'])} + {kms_requests}",
+    }
+    other_key = "aws-managed" if f["table_key"] == "aws-owned" else "aws-owned"
+    lines.append(
+        f"| the table's encryption key | {keys[f['table_key']]} | "
+        + other("table_key", keys[other_key])
+        + " |"
+    )
+    signing = (
+        f"a customer managed signing key: {_usd(p['kms_key_month'])} + its `kms:Sign` and "
+        "`kms:GetPublicKey` requests (asymmetric: see AWS KMS pricing)"
+    )
+    lines.append(
+        "| Agent Card signing | "
+        + (signing if f["card_signing"] else "off: $0")
+        + " | "
+        + (
+            "`CardSigningKeyArn` empty: $0"
+            if f["card_signing"]
+            else f"`CardSigningKeyArn` set: {signing}"
+        )
+        + " |"
+    )
+    alarm = p["cloudwatch_alarm_month"]
+    options = _option_parameters(template, "alarms")
+    alternatives = [
+        f"`{k}={v}`: {n} alarms, {_usd(n * alarm)}"
+        for k, v in options.items()
+        for n in [stack_features(template, {k: v})["alarms"]]
+    ]
+    lines.append(
+        f"| CloudWatch alarms ({_usd(alarm)} each) | {f['alarms']} alarms: "
+        f"{_usd(f['alarms'] * alarm)} | " + ("; ".join(alternatives) or "—") + " |"
+    )
+    access = (
+        f"{ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES} bytes per request: "
+        + _usd(
+            (ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES)
+            * p["cloudwatch_logs_ingested_byte"]
+            * 1e6
+        )
+        + " per 1M requests"
+    )
+    lines.append(
+        "| API access log | "
+        + (f"on: {access} (in the measured logs line)" if f["access_log"] else "off: $0")
+        + " | "
+        + other("access_log", "off: $0" if f["access_log"] else f"on: {access}")
+        + " |"
+    )
+    lines.append(
+        "| CloudWatch Logs ingestion | "
+        f"{_usd(p['cloudwatch_logs_ingested_byte'] * 1024**3)} per GB: a blocking send's "
+        "lines are measured above (`cloudwatch_logs`); a stream's are not measured | — |"
+    )
+    lines += ["", COST_STACK_END]
+    return "\n".join(lines)
 
 
 # -- cold start --------------------------------------------------------------------------------
@@ -1377,10 +1709,20 @@ def cost_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_cost_doc(report: dict[str, Any]) -> None:
+def _replace_section(text: str, begin_marker: str, end_marker: str, section: str) -> str:
+    begin, end = text.index(begin_marker), text.index(end_marker) + len(end_marker)
+    return text[:begin] + section + text[end:]
+
+
+def write_cost_doc(report: dict[str, Any] | None) -> None:
+    """Rewrites docs/cost.md's measured section (given a report) and its template section."""
+    from a2a_serverless.local.template import load_template
+
     text = COST_DOC.read_text()
-    begin, end = text.index(COST_DOC_BEGIN), text.index(COST_DOC_END) + len(COST_DOC_END)
-    COST_DOC.write_text(text[:begin] + cost_table(report) + text[end:])
+    if report is not None:
+        text = _replace_section(text, COST_DOC_BEGIN, COST_DOC_END, cost_table(report))
+    stack = stack_table(load_template(ROOT / "template.yaml"))
+    COST_DOC.write_text(_replace_section(text, COST_STACK_BEGIN, COST_STACK_END, stack))
 
 
 TOP_LEVEL_KEYS = (
@@ -1436,9 +1778,17 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller runs")
     parser.add_argument("--cost-doc", action="store_true", help=f"rewrite tables in {COST_DOC}")
     parser.add_argument(
+        "--stack-doc",
+        action="store_true",
+        help=f"only rewrite {COST_DOC}'s section read from template.yaml (measures nothing)",
+    )
+    parser.add_argument(
         "--write-docs", action="store_true", help=f"also measure and write {LATENCY_DOC}"
     )
     args = parser.parse_args()
+    if args.stack_doc:
+        write_cost_doc(None)
+        return 0
     if args.only_cold_start and (args.skip_cold_start or args.cost_doc):
         parser.error("--only-cold-start measures no units: not with --skip-cold-start/--cost-doc")
     if args.flow and not args.only_cold_start:

@@ -247,3 +247,149 @@ def test_report_has_the_stable_keys_even_when_parts_are_skipped() -> None:
     assert report["cold_start_ratio"] == {}
     assert report["local_tasks_per_second"] is None
     assert "n/a" in bench.render_text(report)
+
+
+# -- what a deployed stack bills beside the tasks (read from the template) ---------------------
+# Sources: API Gateway pricing ("Streaming enabled REST APIs are metered in 10MB response payload
+# increments"); Lambda developer guide, "Response streaming for Lambda functions" (a streaming
+# function is billed for its whole duration, the client gone or not); X-Ray developer guide
+# (the default sampling rule: the first request each second, then 5 %).
+
+MB = 1024 * 1024
+
+
+def test_a_streamed_response_is_one_request_per_10_mb_started() -> None:
+    assert bench.streamed_requests(0) == 1
+    assert bench.streamed_requests(10 * MB) == 1
+    assert bench.streamed_requests(10 * MB + 1) == 2
+    assert bench.streamed_requests(25 * MB) == 3
+
+
+def test_a_held_request_bills_its_whole_time_at_the_functions_memory() -> None:
+    usd = bench.held_open_usd(512, 840)
+    assert usd == pytest.approx(3.50e-6 + 0.20e-6 + 0.5 * 840 * 0.0000133334)
+    assert bench.held_open_usd(256, 840) < usd  # half the memory, half the duration charge
+    assert bench.held_open_usd(512, 840, 11 * MB) == pytest.approx(usd + 3.50e-6)
+
+
+def test_xray_default_sampling() -> None:
+    assert bench.xray_traces_per_second(0.5) == 0.5
+    assert bench.xray_traces_per_second(1) == 1
+    assert bench.xray_traces_per_second(21) == pytest.approx(2.0)  # 1 + 5 % of 20
+
+
+def _stack(**overrides: Any) -> dict[str, Any]:
+    """A template with what stack_features reads, its options behind parameters."""
+
+    def function(memory: int | None, **env: str) -> dict[str, Any]:
+        props: dict[str, Any] = {"Environment": {"Variables": env}}
+        if memory:
+            props["MemorySize"] = memory
+        return {"Type": "AWS::Serverless::Function", "Properties": props}
+
+    template: dict[str, Any] = {
+        "Parameters": {
+            "BlockingMaxWaitSeconds": {"Type": "Number", "Default": 600},
+            "Trace": {"Type": "String", "Default": "off", "AllowedValues": ["off", "on"]},
+            "Backups": {"Type": "String", "Default": "false", "AllowedValues": ["true", "false"]},
+            "Key": {"Type": "String", "Default": "owned", "AllowedValues": ["owned", "managed"]},
+            "WaitMemory": {"Type": "Number", "Default": 384},
+            "Logs": {"Type": "String", "Default": "false", "AllowedValues": ["true", "false"]},
+        },
+        "Conditions": {
+            "Traced": {"Fn::Equals": [{"Ref": "Trace"}, "on"]},
+            "Managed": {"Fn::Equals": [{"Ref": "Key"}, "managed"]},
+            "Logged": {"Fn::Equals": [{"Ref": "Logs"}, "true"]},
+        },
+        "Globals": {
+            "Function": {
+                "MemorySize": 512,
+                "Tracing": {"Fn::If": ["Traced", "Active", "PassThrough"]},
+            }
+        },
+        "Resources": {
+            "Table": {
+                "Type": "AWS::DynamoDB::Table",
+                "Properties": {
+                    "PointInTimeRecoverySpecification": {
+                        "PointInTimeRecoveryEnabled": {"Ref": "Backups"}
+                    },
+                    "SSESpecification": {
+                        "Fn::If": [
+                            "Managed",
+                            {"SSEEnabled": True, "SSEType": "KMS"},
+                            {"SSEEnabled": False},
+                        ]
+                    },
+                },
+            },
+            "StreamFunction": function(None, STREAM_MAX_SECONDS="700"),
+            "GetTaskFunction": function(256, STREAM_MAX_SECONDS="700"),
+            "SendMessageFunction": function({"Ref": "WaitMemory"}),  # type: ignore[arg-type]
+            "Api": {
+                "Type": "AWS::Serverless::Api",
+                "Properties": {
+                    "AccessLogSetting": {
+                        "Fn::If": ["Logged", {"Format": "{}"}, {"Ref": "AWS::NoValue"}]
+                    }
+                },
+            },
+            "Always": {"Type": "AWS::CloudWatch::Alarm", "Properties": {}},
+            "WhenTraced": {"Type": "AWS::CloudWatch::Alarm", "Condition": "Traced"},
+        },
+    }
+    template["Resources"].update(overrides)
+    return template
+
+
+def test_stack_features_are_the_templates_defaults() -> None:
+    features = bench.stack_features(_stack())
+    assert features["memory_mb"] == {
+        "StreamFunction": 512,
+        "GetTaskFunction": 256,
+        "SendMessageFunction": 384,
+    }
+    assert features["stream_max_seconds"] == {"StreamFunction": 700, "GetTaskFunction": 700}
+    assert features["blocking_max_wait_seconds"] == 600
+    assert (features["tracing"], features["pitr"], features["table_key"]) == (
+        False,
+        False,
+        "aws-owned",
+    )
+    assert (features["alarms"], features["access_log"]) == (1, False)
+    on = bench.stack_features(
+        _stack(), {"Trace": "on", "Backups": "true", "Key": "managed", "Logs": "true"}
+    )
+    assert (on["tracing"], on["pitr"], on["table_key"], on["alarms"], on["access_log"]) == (
+        True,
+        True,
+        "aws-managed",
+        2,
+        True,
+    )
+
+
+def test_stack_doc_prices_held_requests_at_the_templates_memory_and_names_each_option() -> None:
+    text = bench.stack_table(_stack())
+    assert "SendMessageFunction (384 MB)" in text
+    assert "GetTaskFunction (256 MB)" in text
+    held = bench._usd(bench.held_open_usd(384, 600) * 1e6)  # the longest blocking wait
+    assert f"| 600 | {held} |" in text
+    assert "`Trace=on`: on: $5.00 per 1M traces recorded" in text
+    assert "`Backups=true`: on: $0.20 per GB" in text
+    assert "`Key=managed`: AWS managed key" in text
+    assert "| 1 alarms: $0.10 | `Trace=on`: 2 alarms, $0.20 |" in text
+    assert "`Logs=true`: on: 776 bytes per request: $0.36 per 1M requests" in text
+    # Lowering the default memory lowers what a held request costs.
+    lowered = _stack()
+    lowered["Parameters"]["WaitMemory"]["Default"] = 128
+    assert "SendMessageFunction (128 MB)" in bench.stack_table(lowered)
+
+
+def test_cost_doc_has_the_current_templates_section() -> None:
+    """docs/cost.md's template section is what `scripts/bench --stack-doc` makes of
+    template.yaml now: after a change to the template's defaults, run it."""
+    from a2a_serverless.local.template import load_template
+
+    section = bench.stack_table(load_template(ROOT / "template.yaml"))
+    assert section in (ROOT / "docs" / "cost.md").read_text()
