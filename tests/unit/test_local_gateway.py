@@ -265,9 +265,9 @@ async def test_iam_users_endpoint() -> None:
     ("mode", "needle"),
     [
         ("None", "X-Local-Principal"),
-        ("ApiKey", "scripts/auth create-key"),
-        ("Jwt", "scripts/auth token"),
-        ("Iam", "scripts/auth iam-credentials"),
+        ("ApiKey", "a2a-serverless keys create"),
+        ("Jwt", "a2a-serverless keys token"),
+        ("Iam", "a2a-serverless keys iam-credentials"),
     ],
 )
 def test_banner_says_the_mode_and_the_command(mode: str, needle: str) -> None:

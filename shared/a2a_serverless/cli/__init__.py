@@ -4,8 +4,11 @@
 - `invoke FUNCTION EVENT.json`: one function of the template on one event, in-process (the
   Docker-free `sam local invoke`), the Web Adapter functions through their HTTP path.
 - `new DIR`: an agent project of your own that deploys with this package.
+- `keys`, `smoke URL`, `doctor`: operate a deployed agent (API keys, the post-deploy check, the
+  pre-deploy check of the account and region).
 
-The subcommands' modules are imported only when run, so `--help` answers at once. Dev-only:
+The subcommands' modules are imported only when run (keys, smoke and doctor load their
+libraries then), so `--help` answers at once. Dev-only:
 shared/Makefile leaves this package out of the Lambda layer.
 """
 
@@ -49,6 +52,11 @@ def parser() -> argparse.ArgumentParser:
     invoke.add_argument("--flow", help="module:attribute of the flow (default: the template's)")
     invoke.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
     invoke.add_argument("--template", help="the template.yaml (default: ./template.yaml)")
+    invoke.add_argument(
+        "--url",
+        help="run it inside the `a2a-serverless dev` stack serving there (its tasks, keys, "
+        "settings), e.g. http://127.0.0.1:8000, instead of a fresh stack",
+    )
 
     new = commands.add_parser(
         "new",
@@ -56,6 +64,31 @@ def parser() -> argparse.ArgumentParser:
     )
     new.add_argument("directory", metavar="DIR", help="where to create it (new or empty)")
     new.add_argument("--name", help="the agent's Python package name (default: from DIR)")
+
+    from a2a_serverless.cli import doctor, keys, smoke
+
+    keys_parser = commands.add_parser(
+        "keys",
+        help="create, list, revoke API keys of a deployed (--stack-name) or local (--url) stack",
+        description=keys.__doc__,
+        epilog=keys.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    keys.add_arguments(keys_parser)
+    smoke_parser = commands.add_parser(
+        "smoke",
+        help="check a deployed (or local) agent end to end: PASS/FAIL/SKIP per check",
+        description=smoke.DESCRIPTION,
+        epilog='example: a2a-serverless smoke "$ApiUrl" --api-key "$KEY" (the stack output)',
+    )
+    smoke.add_arguments(smoke_parser)
+    doctor_parser = commands.add_parser(
+        "doctor",
+        help="before deploying: check the account and region against the template (AWS)",
+        description=doctor.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    doctor.add_arguments(doctor_parser)
     return top
 
 
@@ -69,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         from a2a_serverless.cli.invoke import run as run_invoke
 
         return run_invoke(args)
+    if args.command in ("keys", "smoke", "doctor"):
+        from a2a_serverless.cli import doctor, keys, smoke
+
+        return {"keys": keys.run, "smoke": smoke.run, "doctor": doctor.run}[args.command](args)
     from a2a_serverless.cli.scaffold import run as run_new
 
     return run_new(args)

@@ -92,7 +92,7 @@ def security_of(settings: Settings) -> tuple[dict[str, Any], list[dict[str, Any]
                     "location": "header",
                     "name": "X-API-Key",
                     "description": "An API key issued by the agent's owner "
-                    "(`scripts/auth create-key`).",
+                    "(`a2a-serverless keys create`).",
                 }
             }
         }

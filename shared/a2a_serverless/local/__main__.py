@@ -23,7 +23,7 @@ def auth_banner(parameters: dict[str, str], base: str) -> list[str]:
     if mode == "ApiKey":
         return [
             "auth: ApiKey — send X-API-Key: <key> (X-Local-Principal is ignored)",
-            f"  make a key: scripts/auth create-key --principal alice{url}",
+            f"  make a key: a2a-serverless keys create --principal alice{url}",
         ]
     if mode == "Jwt":
         issuer = parameters.get("JwtIssuer", "")
@@ -32,7 +32,7 @@ def auth_banner(parameters: dict[str, str], base: str) -> list[str]:
             f"  issuer: {issuer}   audience: {parameters.get('JwtAudience', '')}",
         ]
         if issuer.rstrip("/").endswith(ISSUER_PATH):
-            lines.append(f"  make a token: scripts/auth token --sub alice{url}")
+            lines.append(f"  make a token: a2a-serverless keys token --sub alice{url}")
         else:
             lines.append("  tokens come from that issuer (the local one serves none)")
         return lines
@@ -40,7 +40,7 @@ def auth_banner(parameters: dict[str, str], base: str) -> list[str]:
         return [
             "auth: Iam — SigV4-sign requests (service execute-api, region us-east-1); "
             "X-Local-Principal is ignored",
-            f"  make credentials: scripts/auth iam-credentials --user alice{url}",
+            f"  make credentials: a2a-serverless keys iam-credentials --user alice{url}",
         ]
     return [f"auth: {mode}"]
 
