@@ -157,6 +157,18 @@ def test_a_new_project_passes_its_own_test(tmp_path: Path) -> None:
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "1 passed" in tested.stdout
+    # The README's invoke, on the sample event the project got, against the project's flow.
+    invoked = subprocess.run(
+        command("invoke", "SendMessageFunction", "events/send_message.json"),
+        cwd=project,
+        env=user_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert invoked.returncode == 0, invoked.stderr
+    task = json.loads(json.loads(invoked.stdout)["body"])["task"]
+    assert task["artifacts"][0]["parts"][0]["text"].startswith("Hello! You sent")
     again = subprocess.run(
         command("new", str(project)), env=user_env(), capture_output=True, text=True, timeout=60
     )

@@ -93,6 +93,15 @@ def test_sub_and_ref_still_resolve() -> None:
     assert r.resolve({"Ref": "AWS::NoValue"}) is None
 
 
+def test_join_and_split_of_a_list_parameter() -> None:
+    """A CommaDelimitedList parameter's value is its text as given, comma-separated."""
+    r = resolver(Names="a,b,c")
+    assert r.resolve({"Fn::Join": ["+", {"Ref": "Names"}]}) == "a+b+c"
+    assert r.resolve({"Fn::Split": [",", {"Ref": "Names"}]}) == ["a", "b", "c"]
+    assert r.resolve({"Fn::Join": ["-", {"Fn::Split": [",", "x,y"]}]}) == "x-y"
+    assert r.resolve({"Fn::Join": ["/", [{"Ref": "Mode"}, "z"]]}) == "A/z"
+
+
 # -- the real template ------------------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ def _tag(name: str):  # type: ignore[no-untyped-def]
     return construct
 
 
-for _short, _full in {
+_TAGS = {
     "!Ref": "Ref",
     "!GetAtt": "Fn::GetAtt",
     "!Sub": "Fn::Sub",
@@ -50,12 +50,119 @@ for _short, _full in {
     "!GetAZs": "Fn::GetAZs",
     "!Base64": "Fn::Base64",
     "!Condition": "Condition",
-}.items():
+}
+for _short, _full in _TAGS.items():
     _CfnLoader.add_constructor(_short, _tag(_full))
 
 
 def load_template(path: Path) -> dict[str, Any]:
-    return yaml.load(path.read_text(), Loader=_CfnLoader)
+    return load_template_text(path.read_text())
+
+
+def load_template_text(text: str) -> dict[str, Any]:
+    return yaml.load(text, Loader=_CfnLoader)
+
+
+class _CfnDumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # every node in full: no generated &id001 anchors to follow
+
+    def choose_scalar_style(self) -> str:
+        # A tagged scalar plain where YAML allows it (!Ref Auth, not !Ref 'Auth').
+        event = self.event
+        if (
+            isinstance(event, yaml.ScalarEvent)
+            and (event.tag or "").startswith("!")
+            and not event.style
+        ):
+            analysis = self.analysis = self.analysis or self.analyze_scalar(event.value)
+            plain = analysis.allow_flow_plain if self.flow_level else analysis.allow_block_plain
+            if plain and not analysis.empty and not analysis.multiline:
+                return ""
+        return str(super().choose_scalar_style())
+
+
+def _represent_dict(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
+    if len(data) == 1:
+        ((key, arg),) = data.items()
+        tag = _SHORT_TAGS.get(key)
+        if key == "Fn::GetAtt" and isinstance(arg, list) and all(isinstance(a, str) for a in arg):
+            return dumper.represent_scalar("!GetAtt", ".".join(arg))
+        if tag is not None and (key != "Condition" or isinstance(arg, str)):
+            if isinstance(arg, list):
+                return dumper.represent_sequence(tag, arg, flow_style=_flat(arg) or None)
+            if isinstance(arg, dict):
+                return dumper.represent_mapping(tag, arg)
+            return dumper.represent_scalar(tag, str(arg))
+    return dumper.represent_dict(data)
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    # A list of scalars on one line ([a, b]), as the template writes them.
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=_flat(data) or None)
+
+
+def _flat(data: list[Any], room: int = 8) -> bool:
+    """Whether a list goes on one line: its items scalars, or intrinsics of such, a few."""
+
+    def leaves(value: Any) -> int:
+        if isinstance(value, str | int | float | bool):
+            return 1 if "\n" not in str(value) else 99
+        if isinstance(value, dict) and len(value) == 1:
+            ((key, arg),) = value.items()
+            if key in _SHORT_TAGS:
+                return leaves(arg)
+        if isinstance(value, list):
+            return sum(leaves(v) for v in value)
+        return 99
+
+    return leaves(data) <= room
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    style = "|" if "\n" in data.strip("\n") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_SHORT_TAGS = {full: short for short, full in _TAGS.items()}
+_CfnDumper.add_representer(dict, _represent_dict)
+_CfnDumper.add_representer(str, _represent_str)
+_CfnDumper.add_representer(list, _represent_list)
+
+
+def dump_template(template: dict[str, Any]) -> str:
+    """`template` as YAML with the short intrinsic tags (!Ref, !Sub, ...), keys in order."""
+    return yaml.dump(template, Dumper=_CfnDumper, sort_keys=False, width=10_000, allow_unicode=True)
+
+
+# The Mappings entry that holds a template's settings (the scaffold's template): values a
+# deployment does not ask for, read with Fn::FindInMap [Settings, Values, NAME].
+SETTINGS_MAP, SETTINGS_KEY = "Settings", "Values"
+
+
+def template_settings(template: dict[str, Any]) -> dict[str, str]:
+    """The template's settings as parameter values (strings; a list comma-joined)."""
+    values = (template.get("Mappings") or {}).get(SETTINGS_MAP, {}).get(SETTINGS_KEY, {})
+    return {
+        name: ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        for name, value in values.items()
+    }
+
+
+def with_settings(mappings: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
+    """`mappings` with the settings that `values` names set to its values: a setting is
+    overridden like a parameter (`dev --param NAME=VALUE`, LocalStack(parameters=...))."""
+    settings = (mappings.get(SETTINGS_MAP) or {}).get(SETTINGS_KEY)
+    if not settings:
+        return mappings
+    changed = dict(settings)
+    for name, old in settings.items():
+        if name in values:
+            changed[name] = values[name].split(",") if isinstance(old, list) else values[name]
+    return {
+        **mappings,
+        SETTINGS_MAP: {**mappings[SETTINGS_MAP], SETTINGS_KEY: changed},
+    }
 
 
 _SUB = re.compile(r"\$\{([^}!]+)\}")
@@ -73,9 +180,10 @@ NO_VALUE: Any = _NoValue()
 
 @dataclass
 class Resolver:
-    """Resolves Ref / GetAtt / Sub / Join and the condition functions (If, Equals, Not, And,
-    Or, Condition) against parameters, the template's Conditions and known local resource
-    values. `Ref: AWS::NoValue` drops the key or list item holding it, as CloudFormation does.
+    """Resolves Ref / GetAtt / Sub / Join / Split / FindInMap and the condition functions (If,
+    Equals, Not, And, Or, Condition) against parameters, the template's Conditions and Mappings
+    and known local resource values. `Ref: AWS::NoValue` drops the key or list item holding it,
+    as CloudFormation does.
     """
 
     parameters: dict[str, str]
@@ -83,6 +191,8 @@ class Resolver:
     attributes: dict[str, str]
     # The template's Conditions section (name -> condition function), evaluated on demand.
     conditions: dict[str, Any] = field(default_factory=dict)
+    # The template's Mappings section (settings overridden: with_settings).
+    mappings: dict[str, Any] = field(default_factory=dict)
     _evaluated: dict[str, bool] = field(default_factory=dict, init=False, repr=False)
     _evaluating: set[str] = field(default_factory=set, init=False, repr=False)
 
@@ -100,8 +210,18 @@ class Resolver:
                     return self._getatt(arg if isinstance(arg, list) else arg.split(".", 1))
                 if key == "Fn::Sub":
                     return self._sub(arg)
+                if key == "Fn::FindInMap":
+                    return self._find_in_map(arg)
+                if key == "Fn::Split":
+                    sep, text = arg
+                    return str(self.resolve(text)).split(sep)
                 if key == "Fn::Join":
                     sep, items = arg
+                    if not isinstance(items, list):
+                        # A list from an intrinsic: a CommaDelimitedList parameter (its value
+                        # as given, comma-separated), a Split.
+                        items = self.resolve(items)
+                        items = items.split(",") if isinstance(items, str) else items
                     return sep.join(str(self.resolve(i)) for i in items)
                 if key == "Fn::If":
                     # Only the chosen branch is resolved: the other may name what this
@@ -171,6 +291,15 @@ class Resolver:
         if name in pseudo:
             return pseudo[name]
         raise KeyError(f"cannot resolve Ref {name} locally")
+
+    def _find_in_map(self, arg: list[Any]) -> Any:
+        name, top, second = (self.resolve(a) for a in arg[:3])
+        try:
+            return self.mappings[name][top][second]
+        except KeyError:
+            if len(arg) > 3 and "DefaultValue" in arg[3]:  # AWS::LanguageExtensions
+                return self._resolve(arg[3]["DefaultValue"])
+            raise KeyError(f"no mapping value {name}/{top}/{second} in the template") from None
 
     def _getatt(self, parts: list[str]) -> str:
         key = ".".join(parts)
