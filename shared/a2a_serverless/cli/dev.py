@@ -4,12 +4,16 @@ The stack is the one of ./template.yaml (a project made by `a2a-serverless new`,
 repository), else of the template packaged with the command, set up in a temporary folder
 with its functions' entry files. `--reload` runs the server in a child process and starts a
 new one when a .py file under the current folder changes (a poll of modification times: no
-dependency, and an edit saved by any editor is seen).
+dependency, and an edit saved by any editor is seen). Without the package's `local` extra
+(moto, PyYAML, uvicorn) `dev` and `invoke` say which module is missing and the command that
+installs it, and exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +22,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+# The modules of the `local` extra (pyproject.toml) each command needs.
+LOCAL_MODULES = ("moto", "yaml", "uvicorn")
+# Exit status of a command that cannot run as installed.
+MISSING_EXTRA = 2
 
 # Folders whose files are never the project's code.
 _SKIP = {".git", ".venv", "venv", "node_modules", ".aws-sam", "__pycache__", ".mypy_cache"}
@@ -45,7 +55,49 @@ def stack_root(template: str | None) -> Iterator[Path]:
         yield Path(folder)
 
 
+def install_command() -> str:
+    """The pip command that adds the `local` extra to this installation: from the wheel or
+    folder it was installed from when pip recorded one (direct_url.json), else by name."""
+    from importlib import metadata
+
+    try:
+        recorded = metadata.distribution("a2a-serverless").read_text("direct_url.json")
+        origin = json.loads(recorded or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
+        origin = {}
+    url = origin.get("url", "") if isinstance(origin, dict) else ""
+    if url.startswith("file://"):
+        editable = (origin.get("dir_info") or {}).get("editable") is True
+        return f'pip install {"-e " if editable else ""}"{unquote(urlparse(url).path)}[local]"'
+    try:
+        wheel = f"a2a_serverless-{metadata.version('a2a-serverless')}-py3-none-any.whl"
+    except metadata.PackageNotFoundError:
+        wheel = "a2a_serverless-*.whl"
+    return (
+        f'pip install "a2a-serverless[local]" (from a wheel: pip install "/path/to/{wheel}[local]"'
+        '; from a source folder: pip install "/path/to/a2a-serverless[local]")'
+    )
+
+
+def missing_local_extra(command: str, modules: tuple[str, ...] = LOCAL_MODULES) -> str | None:
+    """The line to print when a module of the `local` extra does not import, else None."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            missing = (exc.name or name).split(".")[0]
+            return (
+                f"a2a-serverless {command}: the module {missing!r} is missing; it comes with "
+                f"the package's local extra: {install_command()}"
+            )
+    return None
+
+
 def run(args: argparse.Namespace, argv: list[str]) -> int:
+    problem = missing_local_extra("dev")
+    if problem:
+        print(problem, file=sys.stderr)
+        return MISSING_EXTRA
     if args.reload:
         return _reloading([a for a in argv if a != "--reload"])
     from a2a_serverless.local.__main__ import serve

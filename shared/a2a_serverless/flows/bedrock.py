@@ -2,7 +2,8 @@
 ConverseStream API, and the answer streams back as chunks of one artifact.
 
 Select it with `FLOW=a2a_serverless.flows.bedrock:flow` (the template's `Flow` parameter; the
-template then grants `bedrock:InvokeModelWithResponseStream` on the configured model). The
+template then grants `bedrock:InvokeModel*` on the configured model; a flow of your own built on
+BedrockFlow gets it with the template's `FlowUsesBedrock=true`). The
 model, system prompt and inference settings come from settings (BEDROCK_MODEL_ID,
 BEDROCK_SYSTEM_PROMPT, BEDROCK_MAX_TOKENS, BEDROCK_TEMPERATURE, BEDROCK_TOP_P, BEDROCK_REGION)
 or from the constructor, which also takes a ready `bedrock-runtime` client (tests, custom
@@ -23,6 +24,10 @@ configuration):
   unavailability before any chunk was written are retried a few times first.
 - A cancel is seen at the next chunk written (the emitter raises FlowCanceled); the model's
   stream is closed then, so no more tokens are paid for.
+- The client comes from `new_client`, which the local stack replaces (moto has no Bedrock):
+  its turns fail saying so, or reach the real Bedrock when the developer opts in
+  (A2A_LOCAL_REAL_BEDROCK=1, local/stack.py). A BedrockFailure raised while making the
+  client ends the turn with its message.
 """
 
 from __future__ import annotations
@@ -177,6 +182,8 @@ def _failure_for_code(code: str, model_id: str) -> BedrockFailure:
 
 def classify(error: BaseException, model_id: str) -> BedrockFailure | None:
     """The failure a Bedrock call's exception means, or None when it is not one (a bug)."""
+    if isinstance(error, BedrockFailure):
+        return error
     code = _error_code(error)
     if code is not None:
         return _failure_for_code(code, model_id)
@@ -350,19 +357,9 @@ class BedrockFlow(Flow):
 
     @property
     def client(self) -> Any:
-        """The bedrock-runtime client, made at first use: boto3 is imported only then."""
+        """The bedrock-runtime client, made at first use (`new_client`)."""
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            config = Config(
-                retries={"mode": "adaptive", "max_attempts": SDK_MAX_ATTEMPTS},
-                read_timeout=READ_TIMEOUT_SECONDS,
-                connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            )
-            self._client = boto3.client(
-                "bedrock-runtime", region_name=self.config.region or None, config=config
-            )
+            self._client = new_client(self.config)
         return self._client
 
     def request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -476,6 +473,25 @@ class BedrockFlow(Flow):
             writer.finish(self._metadata(None, error=failure.code))
             return Outcome.failed(f"{failure.message} The answer so far is incomplete.")
         return Outcome.failed(failure.message)
+
+
+def new_client(
+    config: BedrockConfig, session: Any = None, default_region: str | None = None
+) -> Any:
+    """A bedrock-runtime client for `config`, from `session` (a boto3 Session; None: boto3's
+    default one) in config.region, else `default_region`, else the session's. boto3 is
+    imported only here."""
+    import boto3
+    from botocore.config import Config
+
+    client_config = Config(
+        retries={"mode": "adaptive", "max_attempts": SDK_MAX_ATTEMPTS},
+        read_timeout=READ_TIMEOUT_SECONDS,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+    )
+    return (session or boto3).client(
+        "bedrock-runtime", region_name=config.region or default_region or None, config=client_config
+    )
 
 
 def _events(stream: Iterable[dict[str, Any]], model_id: str) -> Iterator[dict[str, Any]]:

@@ -11,23 +11,51 @@ calls these):
   `GET /_local/oidc/jwks.json`.
 - Iam: `POST /_local/iam/users {"user"}` -> `{"accessKeyId", "secretAccessKey", "arn"}`.
 An endpoint of another mode answers 404, as does any unknown path.
+
+And in every mode, what `a2a-serverless invoke --url` calls: `POST /_local/invoke {"function",
+"event"}` -> `{"handled", "result"}`, the function run on the event inside this stack (its
+tasks, keys and settings) as `invoke` runs it in a fresh one; an unknown function is a 404.
+It bypasses the API's authentication, so it answers only a request made on this machine to a
+loopback address (peer, local address and Host all loopback, no proxy's forwarding headers)
+with a JSON body (a browser's cross-site request cannot send one without a preflight, which
+`/_local/` never grants); anything else is a 403.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import ipaddress
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from a2a_serverless.local.authorizers import LocalUsagePlan
 from a2a_serverless.local.issuer import ISSUER_PATH, LocalIssuer
 from a2a_serverless.local.sigv4 import IamUsers
 
+if TYPE_CHECKING:  # local.resources reads templates (PyYAML): `invoke --url` does without
+    from a2a_serverless.local.resources import FunctionSpec, Handler
+
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
+INVOKE_PATH = "/_local/invoke"
+# An event may be as large as Lambda's synchronous invoke payload.
+MAX_EVENT_BYTES = 6 * 1024 * 1024
+# Headers a proxy adds: a request relayed from elsewhere (a tunnel to this port) is not local.
+_FORWARDING_HEADERS = (b"forwarded", b"x-forwarded-for", b"x-real-ip")
+
+
+class FunctionHost(Protocol):
+    """The stack whose functions `/_local/invoke` runs (local/stack.py's LocalStack)."""
+
+    functions: dict[str, FunctionSpec]
+
+    def handler_for(self, logical_id: str) -> Handler: ...
+
+    def app_for(self, logical_id: str) -> Any: ...
 
 
 class AdminError(Exception):
@@ -53,8 +81,10 @@ class LocalAdmin:
         key_admin: Callable[[], Any] | None = None,
         issuer: LocalIssuer | None = None,
         iam_users: IamUsers | None = None,
+        functions: FunctionHost | None = None,
     ) -> None:
         self.auth_mode = auth_mode
+        self.functions = functions
         self.usage_plan = usage_plan
         # core.auth.ApiKeyAdmin over the stack's table, made on first use (the table's
         # client must be made after the stack has set its environment).
@@ -73,8 +103,15 @@ class LocalAdmin:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
         try:
-            body = await _read_json(receive) if method in ("POST", "PUT") else {}
-            status, payload = await self.dispatch(method, path, body)
+            if path == INVOKE_PATH and self.functions is not None:
+                if method != "POST":
+                    raise _not_found(method, path)
+                _check_local(scope)
+                body = await _read_json(receive, MAX_EVENT_BYTES)
+                status, payload = await self._invoke(body)
+            else:
+                body = await _read_json(receive) if method in ("POST", "PUT") else {}
+                status, payload = await self.dispatch(method, path, body)
         except AdminError as error:
             status = error.status
             payload = {
@@ -83,7 +120,7 @@ class LocalAdmin:
         except ValueError as error:  # what the key/token/user makers refuse
             status = 400
             payload = {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": str(error)}}
-        body_bytes = b"" if payload is None else json.dumps(payload).encode()
+        body_bytes = b"" if payload is None else json.dumps(payload, default=str).encode()
         headers = [(b"cache-control", b"no-store")]
         if payload is not None:
             headers.append((b"content-type", b"application/json"))
@@ -117,6 +154,21 @@ class LocalAdmin:
                 "arn": made.arn,
             }
         raise _not_found(method, path)
+
+    async def _invoke(self, body: dict[str, Any]) -> tuple[int, Any]:
+        assert self.functions is not None
+        function, event = body.get("function"), body.get("event")
+        if not isinstance(function, str) or not isinstance(event, dict):
+            raise AdminError(
+                400, "INVALID_ARGUMENT", "function must be a string and event an object"
+            )
+        if function not in self.functions.functions:
+            known = ", ".join(sorted(self.functions.functions))
+            raise AdminError(
+                404, "NOT_FOUND", f"no function {function!r} in the stack (it has: {known})"
+            )
+        handled, result = await run_function(self.functions, function, event)
+        return 200, {"handled": handled, "result": result}
 
     async def _keys(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         # ApiKeyAdmin calls DynamoDB (moto, in this process): off the event loop.
@@ -173,7 +225,119 @@ class LocalAdmin:
         return self.issuer.token(sub, scopes, expires_in, claims)
 
 
-async def _read_json(receive: Any) -> dict[str, Any]:
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def _host_name(host: str) -> str:
+    """The name of a Host header's value, without its port ("[::1]:8000" -> "::1")."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _check_local(scope: dict[str, Any]) -> None:
+    """403 unless the request is this machine's, over loopback, sent with a JSON body."""
+    headers = dict(scope.get("headers") or [])
+    checks = [
+        _is_loopback((scope.get("client") or (None,))[0]),
+        _is_loopback((scope.get("server") or (None,))[0]),
+        _is_loopback(_host_name(headers.get(b"host", b"").decode("latin-1"))),
+        not any(name in headers for name in _FORWARDING_HEADERS),
+        headers.get(b"content-type", b"").split(b";")[0].strip() == b"application/json",
+    ]
+    if not all(checks):
+        raise AdminError(
+            403,
+            "PERMISSION_DENIED",
+            f"{INVOKE_PATH} answers only a JSON request from this machine to a loopback "
+            "address of the stack (a2a-serverless dev --host 127.0.0.1)",
+        )
+
+
+async def run_function(
+    host: FunctionHost, logical_id: str, event: dict[str, Any]
+) -> tuple[bool, Any]:
+    """(handled, response or Lambda's error object) of one function of `host` on `event`: a
+    Web Adapter function through its app on this event loop, a handler in a worker thread."""
+    from a2a_serverless.local.resources import STACK, LambdaContext
+
+    try:
+        if host.functions[logical_id].is_web_adapter:
+            return True, await web_adapter(host.app_for(logical_id), event)
+        handler = host.handler_for(logical_id)
+        context = LambdaContext(f"{STACK}-{logical_id}")
+        return True, await asyncio.to_thread(_in_own_loop, handler, event, context)
+    except Exception as exc:  # reported as the Lambda runtime reports an unhandled error
+        logger.exception("%s raised", logical_id)
+        return False, {"errorType": type(exc).__name__, "errorMessage": str(exc)}
+
+
+def _in_own_loop(handler: Handler, event: dict[str, Any], context: Any) -> Any:
+    """`handler` called in a worker thread with an event loop of its own, as Lambda's main
+    thread has one (Mangum runs the app on the thread's current loop)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return handler(event, context)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+async def web_adapter(app: Any, event: dict[str, Any]) -> dict[str, Any]:
+    """What the Lambda Web Adapter does with a REST proxy event, and the proxy result it
+    makes of the app's answer."""
+    import httpx
+
+    if "httpMethod" not in event or "requestContext" not in event:
+        raise ValueError("a Web Adapter function takes an API Gateway (REST) proxy event")
+    headers: dict[str, str] = {k: v[-1] for k, v in (event.get("multiValueHeaders") or {}).items()}
+    headers.update(event.get("headers") or {})
+    headers["x-amzn-request-context"] = json.dumps(event["requestContext"])
+    query = event.get("multiValueQueryStringParameters") or {
+        k: [v] for k, v in (event.get("queryStringParameters") or {}).items()
+    }
+    params = [(k, v) for k, values in query.items() for v in values]
+    body = event.get("body") or ""
+    content = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as c:
+        response = await c.request(
+            event["httpMethod"],
+            event["path"],
+            params=params,
+            headers=headers,
+            content=content,
+            timeout=900,  # the functions' Lambda timeout
+        )
+    multi: dict[str, list[str]] = {}
+    for name, value in response.headers.multi_items():
+        multi.setdefault(name, []).append(value)
+    try:
+        text, encoded = response.content.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, encoded = base64.b64encode(response.content).decode("ascii"), True
+    return {
+        "statusCode": response.status_code,
+        "headers": {name: values[-1] for name, values in multi.items()},
+        "multiValueHeaders": multi,
+        "body": text,
+        "isBase64Encoded": encoded,
+    }
+
+
+async def _read_json(receive: Any, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -182,7 +346,7 @@ async def _read_json(receive: Any) -> dict[str, Any]:
             break
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
+        if size > limit:
             raise AdminError(413, "INVALID_ARGUMENT", "request body too large")
         chunks.append(chunk)
         if not message.get("more_body"):

@@ -12,6 +12,9 @@
   routes.
 - With A2A_LOCAL_CALL_LOG set, every AWS call a function (or the state machine) makes is
   recorded as IAM sees it, attributed to the function running (local/calls.py).
+- moto has no Bedrock: the Bedrock flow's turns fail saying so and how to run it, unless
+  A2A_LOCAL_REAL_BEDROCK=1 sends its calls to the real Bedrock with the developer's own
+  credentials (those the environment gives before the stack puts moto's in their place).
 """
 
 from __future__ import annotations
@@ -46,7 +49,13 @@ from a2a_serverless.local.resources import (
     project_root,
 )
 from a2a_serverless.local.sigv4 import IamUsers
-from a2a_serverless.local.template import Resolver, load_template, parameter_defaults
+from a2a_serverless.local.template import (
+    Resolver,
+    load_template,
+    parameter_defaults,
+    template_settings,
+    with_settings,
+)
 from a2a_serverless.local.ttl import Sweeper, local_ttl_shift
 
 # Names other modules import from here.
@@ -148,6 +157,46 @@ def _memory_snapshots(directory: str | None, stopped: threading.Event) -> None:
     threading.Thread(target=dump, name="memory-snapshots", daemon=True).start()
 
 
+# 1: the Bedrock flow calls the real Amazon Bedrock (the developer's credentials, region and
+# bill); unset, the local stack says it does not emulate Bedrock.
+REAL_BEDROCK_ENV = "A2A_LOCAL_REAL_BEDROCK"
+BEDROCK_NOT_EMULATED = (
+    "Amazon Bedrock is not emulated by the local stack. To call the real Bedrock with your "
+    "own AWS credentials (billed to your account), start the stack with "
+    f"{REAL_BEDROCK_ENV}=1, e.g. `{REAL_BEDROCK_ENV}=1 a2a-serverless dev`."
+)
+
+
+def _bedrock_client_factory() -> tuple[Callable[..., Any], bool]:
+    """How the Bedrock flow makes its client in this stack, and whether its calls go to the
+    real Bedrock. Read before the stack puts its credentials in place of the developer's."""
+    from a2a_serverless.flows import bedrock
+
+    if os.environ.get(REAL_BEDROCK_ENV, "").lower() not in ("1", "true", "yes"):
+
+        def not_emulated(config: Any) -> Any:
+            raise bedrock.BedrockFailure(BEDROCK_NOT_EMULATED, "NotEmulatedLocally")
+
+        return not_emulated, False
+    import boto3
+
+    session = boto3.Session()
+    if session.get_credentials() is None:  # resolved now (refreshed by botocore if temporary)
+        message = f"{REAL_BEDROCK_ENV} is set but no AWS credentials were found for Bedrock."
+
+        def no_credentials(config: Any) -> Any:
+            raise bedrock.BedrockFailure(message, "NoCredentials")
+
+        return no_credentials, True
+    region = session.region_name
+    new_client = bedrock.new_client
+
+    def real(config: Any) -> Any:
+        return new_client(config, session=session, default_region=region)
+
+    return real, True
+
+
 def _attributed_handler(handler: Handler, logical_id: str, stack_id: str) -> Handler:
     """A Lambda handler whose AWS calls are attributed to its function (local/calls.py)."""
 
@@ -194,8 +243,10 @@ class LocalStack:
     ) -> None:
         self.root = root or project_root()
         self.template = load_template(self.root / "template.yaml")
+        # A template's settings (its Mappings) are set like its parameters: with_settings.
         self.parameters = {
             **parameter_defaults(self.template),
+            **template_settings(self.template),
             **LOCAL_PARAMETERS,
             **(parameters or {}),
         }
@@ -244,11 +295,20 @@ class LocalStack:
             gc.set_threshold(threshold, *self._saved_gc_threshold[1:])
         # Executions of earlier stacks may still run in these (moto_patches.lambda_invoke).
         self._earlier_threads = frozenset(threading.enumerate()) - {threading.main_thread()}
+        bedrock_client, real_bedrock = _bedrock_client_factory()
         self._set_env(_BASE_ENV)
         from moto import mock_aws
+        from moto.core.config import DefaultConfig, default_user_config
 
-        self._mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}})
+        config: DefaultConfig = {"stepfunctions": {"execute_state_machine": True}}
+        if real_bedrock:  # moto lets these requests go out
+            config["core"] = default_user_config["core"].copy()
+            config["core"]["passthrough"] = {"urls": [], "services": ["bedrockruntime"]}
+        self._mock = mock_aws(config=config)
         self._mock.start()
+        from a2a_serverless.flows import bedrock
+
+        self._patches.replace(bedrock, "new_client", bedrock_client)
         self._record_calls()
         moto_patches.untracked_models(self._patches)
         moto_patches.serialize_calls(self._patches)
@@ -278,6 +338,7 @@ class LocalStack:
             {},
             {},
             conditions=self.template.get("Conditions") or {},
+            mappings=with_settings(self.template.get("Mappings") or {}, self.parameters),
         )
         resources.create_tables(template_resources, resolver)
         self.queues = resources.create_queues(template_resources, resolver)
@@ -501,6 +562,7 @@ class LocalStack:
             key_admin=key_admin if usage_plan is not None else None,
             issuer=issuer,
             iam_users=iam_users,
+            functions=self,  # /_local/invoke runs them (`a2a-serverless invoke --url`)
         )
         return Gateway(
             routes,
