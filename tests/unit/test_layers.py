@@ -49,8 +49,9 @@ ALLOWED: dict[str, set[str]] = {
         "observability",
         "wiring",
     },
-    # The command (dev-only, like local): serves the local stack, scaffolds projects.
-    "cli": {"local", "settings"},
+    # The command (dev-only, like local): serves the local stack, scaffolds projects, manages a
+    # deployed stack's API keys (the same code the authorizer and the store run).
+    "cli": {"local", "settings", "models", "store", "core"},
 }
 
 

@@ -65,7 +65,9 @@ def parser() -> argparse.ArgumentParser:
     new.add_argument("directory", metavar="DIR", help="where to create it (new or empty)")
     new.add_argument("--name", help="the agent's Python package name (default: from DIR)")
 
-    from a2a_serverless.cli import doctor, keys, smoke
+    import a2a_serverless.cli.doctor as doctor
+    import a2a_serverless.cli.keys as keys
+    import a2a_serverless.cli.smoke as smoke
 
     keys_parser = commands.add_parser(
         "keys",
@@ -103,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_invoke(args)
     if args.command in ("keys", "smoke", "doctor"):
-        from a2a_serverless.cli import doctor, keys, smoke
+        import a2a_serverless.cli.doctor as doctor
+        import a2a_serverless.cli.keys as keys
+        import a2a_serverless.cli.smoke as smoke
 
         return {"keys": keys.run, "smoke": smoke.run, "doctor": doctor.run}[args.command](args)
     from a2a_serverless.cli.scaffold import run as run_new
