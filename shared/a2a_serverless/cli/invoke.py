@@ -44,19 +44,11 @@ REST_PROXY_KEYS = (
     "body",
     "isBase64Encoded",
 )
+# A REQUEST authorizer's event: the request without its body, and what it authorizes.
 AUTHORIZER_REQUEST_KEYS = (
     "type",
     "methodArn",
-    "resource",
-    "path",
-    "httpMethod",
-    "headers",
-    "multiValueHeaders",
-    "queryStringParameters",
-    "multiValueQueryStringParameters",
-    "pathParameters",
-    "stageVariables",
-    "requestContext",
+    *(key for key in REST_PROXY_KEYS if key not in ("body", "isBase64Encoded")),
 )
 # The flow step input of the state machine (core/executor.py's payload, MarkFailed's).
 STEP_INPUT_KEYS = (
