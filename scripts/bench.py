@@ -1085,21 +1085,16 @@ def stack_table(template: dict[str, Any]) -> str:
         f"the default sampling (1 request/s + 5 %) records {traces / 1e6:.1f}M traces a "
         f"30-day month at a steady 10 requests/s: {_usd(traces * p['xray_trace_recorded'])}"
     )
-    lines.append(
-        "| X-Ray tracing | "
-        + (f"on: {xray_price}; {xray_example}" if f["tracing"] else "off: $0")
-        + " | "
-        + other("tracing", ("off: $0" if f["tracing"] else f"on: {xray_price}; {xray_example}"))
-        + " |"
-    )
+
+    def on_off(line: str, feature: str, cost: str, on_note: str = "") -> str:
+        """A row for a feature that is on or off: its cost now, and the other way."""
+        on, off = f"on: {cost}", "off: $0"
+        now, then = (on + on_note, off) if f[feature] else (off, on)
+        return f"| {line} | {now} | {other(feature, then)} |"
+
+    lines.append(on_off("X-Ray tracing", "tracing", f"{xray_price}; {xray_example}"))
     pitr = f"{_usd(p['dynamodb_pitr_gb_month'])} per GB of the table"
-    lines.append(
-        "| DynamoDB point-in-time recovery | "
-        + (f"on: {pitr}" if f["pitr"] else "off: $0")
-        + " | "
-        + other("pitr", "off: $0" if f["pitr"] else f"on: {pitr}")
-        + " |"
-    )
+    lines.append(on_off("DynamoDB point-in-time recovery", "pitr", pitr))
     kms_requests = f"{_usd(p['kms_request'] * 10_000)} per 10,000 KMS requests"
     keys = {
         "aws-owned": "AWS owned key: $0",
@@ -1147,13 +1142,7 @@ def stack_table(template: dict[str, Any]) -> str:
         )
         + " per 1M requests"
     )
-    lines.append(
-        "| API access log | "
-        + (f"on: {access} (in the measured logs line)" if f["access_log"] else "off: $0")
-        + " | "
-        + other("access_log", "off: $0" if f["access_log"] else f"on: {access}")
-        + " |"
-    )
+    lines.append(on_off("API access log", "access_log", access, " (in the measured logs line)"))
     lines.append(
         "| CloudWatch Logs ingestion | "
         f"{_usd(p['cloudwatch_logs_ingested_byte'] * 1024**3)} per GB: a blocking send's "
