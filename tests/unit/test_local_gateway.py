@@ -124,8 +124,8 @@ def gateway(auth_mode: str, scheme: str = "custom", **admin: Any) -> Gateway:
     )
 
 
-def client(app: Gateway) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+def client(app: Gateway, base_url: str = "http://testserver") -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url)
 
 
 async def test_auth_none_passes_the_local_principal_as_the_authorizer() -> None:
@@ -225,11 +225,11 @@ async def test_admin_endpoints_of_other_modes_are_404() -> None:
 
 
 async def test_local_issuer_tokens_verify_against_its_jwks() -> None:
-    issuer = LocalIssuer("http://testserver/_local/oidc", "a2a-local")
-    async with client(gateway("Jwt", issuer=issuer)) as http:
+    issuer = LocalIssuer("http://127.0.0.1/_local/oidc", "a2a-local")
+    async with client(gateway("Jwt", issuer=issuer), "http://127.0.0.1") as http:
         discovery = (await http.get("/_local/oidc/.well-known/openid-configuration")).json()
-        assert discovery["issuer"] == "http://testserver/_local/oidc"
-        assert discovery["jwks_uri"] == "http://testserver/_local/oidc/jwks.json"
+        assert discovery["issuer"] == "http://127.0.0.1/_local/oidc"
+        assert discovery["jwks_uri"] == "http://127.0.0.1/_local/oidc/jwks.json"
         jwks = (await http.get("/_local/oidc/jwks.json")).json()
         assert all("d" not in key for key in jwks["keys"])  # public keys only
         made = await http.post(
@@ -249,10 +249,12 @@ async def test_local_issuer_tokens_verify_against_its_jwks() -> None:
 
 async def test_iam_users_endpoint() -> None:
     users = IamUsers("123456789012")
-    async with client(gateway("Iam", "sigv4", iam_users=users)) as http:
+    async with client(gateway("Iam", "sigv4", iam_users=users), "http://127.0.0.1") as http:
         made = await http.post("/_local/iam/users", json={"user": "alice"})
         bad = await http.post("/_local/iam/users", json={"user": "a b/c"})
-        not_json = await http.post("/_local/iam/users", content=b"{")
+        not_json = await http.post(
+            "/_local/iam/users", content=b"{", headers={"Content-Type": "application/json"}
+        )
     assert made.status_code == 201
     body = made.json()
     assert body["arn"] == "arn:aws:iam::123456789012:user/alice"

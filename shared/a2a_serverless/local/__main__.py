@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -50,6 +51,12 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT_LOCAL", DEFAULT_PORT)))
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument(
+        "--public-url",
+        default=os.environ.get("PUBLIC_BASE_URL", ""),
+        help="the URL clients reach the stack at, named in the Agent Card (default: "
+        "PUBLIC_BASE_URL, else the listening address; for --host 0.0.0.0, this machine's name)",
+    )
+    parser.add_argument(
         "--flow", help="module:attribute of the flow to serve, importable from the current folder"
     )
     parser.add_argument(
@@ -60,6 +67,18 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
         help="template parameter override, e.g. --param WorkflowType=EXPRESS",
     )
     parser.add_argument("--log-level", default="warning")
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def listening_url(host: str, port: int) -> str:
+    """The URL of a server listening on `host`:`port`; a wildcard address (all interfaces)
+    is named by this machine's name."""
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.gethostname()
+    return f"http://{_url_host(host)}:{port}"
 
 
 def parse_params(pairs: list[str]) -> dict[str, str]:
@@ -92,7 +111,10 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
     parameters = parse_params(args.param)
     if args.flow:
         parameters["Flow"] = args.flow
-    base = f"http://{args.host}:{args.port}"
+    base = f"http://{_url_host(args.host)}:{args.port}"
+    public_url = (getattr(args, "public_url", "") or "").rstrip("/") or listening_url(
+        args.host, args.port
+    )
     if parameters.get("Auth") == "Jwt" and not parameters.get("JwtIssuer"):
         # No issuer of your own: this server is one (local/issuer.py), and the authorizer
         # fetches its JWKS over HTTP as it would from Cognito or Auth0.
@@ -101,6 +123,7 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
 
     import uvicorn
 
+    from a2a_serverless.local.admin import is_loopback
     from a2a_serverless.local.stack import LocalStack
 
     stack = LocalStack(root=root, parameters=parameters).start()
@@ -110,9 +133,18 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
             # Refused at startup, not at the first message (a task FAILED with an import error).
             print(f"{prog}: {problem}", file=sys.stderr, flush=True)
             return 2
-        gateway = stack.gateway()
+        # The card's URLs come from here, never from a client's Host header (see gateway.py).
+        gateway = stack.gateway(
+            public_url, trust_loopback_host=is_loopback(args.host) and not args.public_url
+        )
         print(f"a2a-serverless local stack: {base}", flush=True)
-        print(f"  Agent Card: {base}/.well-known/agent-card.json", flush=True)
+        print(f"  Agent Card: {public_url}/.well-known/agent-card.json", flush=True)
+        if not is_loopback(args.host):
+            print(
+                f"  listening beyond loopback: the card names {public_url} (--public-url to "
+                "change it); /_local/ credential endpoints answer this machine only",
+                flush=True,
+            )
         for line in auth_banner(stack.parameters, base):
             print(f"  {line}", flush=True)
         print(f"  flow: {stack.env.get('FLOW')}   (Ctrl-C stops)", flush=True)

@@ -15,10 +15,14 @@ An endpoint of another mode answers 404, as does any unknown path.
 And in every mode, what `a2a-serverless invoke --url` calls: `POST /_local/invoke {"function",
 "event"}` -> `{"handled", "result"}`, the function run on the event inside this stack (its
 tasks, keys and settings) as `invoke` runs it in a fresh one; an unknown function is a 404.
-It bypasses the API's authentication, so it answers only a request made on this machine to a
-loopback address (peer, local address and Host all loopback, no proxy's forwarding headers)
-with a JSON body (a browser's cross-site request cannot send one without a preflight, which
-`/_local/` never grants); anything else is a 403.
+
+Every endpoint that makes, lists or revokes a credential, and `/_local/invoke`, bypasses the
+API's authentication (a key minted for another principal reads that principal's tasks), so it
+answers only a request made on this machine to a loopback address (peer, local address and
+Host all loopback, no proxy's forwarding headers), a POST only with a JSON body (a browser's
+cross-site request cannot send one without a preflight, which `/_local/` never grants);
+anything else is a 403, whatever address the stack listens on (`dev --host 0.0.0.0`). The
+issuer's discovery document and public keys are public, as an OIDC issuer's are.
 """
 
 from __future__ import annotations
@@ -111,7 +115,7 @@ class LocalAdmin:
                 status, payload = await self._invoke(body)
             else:
                 body = await _read_json(receive) if method in ("POST", "PUT") else {}
-                status, payload = await self.dispatch(method, path, body)
+                status, payload = await self.dispatch(method, path, body, scope)
         except AdminError as error:
             status = error.status
             payload = {
@@ -127,16 +131,27 @@ class LocalAdmin:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body_bytes})
 
-    async def dispatch(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    async def dispatch(
+        self, method: str, path: str, body: dict[str, Any], scope: dict[str, Any] | None = None
+    ) -> tuple[int, Any]:
+        """One admin request; `scope` (the ASGI scope) is checked to be local before any
+        credential is made, listed or revoked (None: the caller has checked it)."""
+
+        def local_only() -> None:
+            if scope is not None:
+                _check_local(scope, json_body=method in ("POST", "PUT"))
+
         if path == "/_local/keys" or path.startswith("/_local/keys/"):
             if self.auth_mode != "ApiKey" or self.usage_plan is None:
                 raise _not_found(method, path)
+            local_only()
             return await self._keys(method, path, body)
         if path == "/_local/tokens":
             if self.issuer is None:
                 raise _not_found(method, path)
             if method != "POST":
                 raise _not_found(method, path)
+            local_only()
             return 200, {"token": self._token(body)}
         if path.startswith(ISSUER_PATH + "/") and self.issuer is not None and method == "GET":
             if path == f"{ISSUER_PATH}/.well-known/openid-configuration":
@@ -144,6 +159,7 @@ class LocalAdmin:
             if path == f"{ISSUER_PATH}/jwks.json":
                 return 200, self.issuer.jwks()
         if path == "/_local/iam/users" and method == "POST" and self.iam_users is not None:
+            local_only()
             user = body.get("user")
             if not isinstance(user, str):
                 raise AdminError(400, "INVALID_ARGUMENT", "user must be a string")
@@ -225,7 +241,8 @@ class LocalAdmin:
         return self.issuer.token(sub, scopes, expires_in, claims)
 
 
-def _is_loopback(host: str | None) -> bool:
+def is_loopback(host: str | None) -> bool:
+    """Whether `host` (a name or an address) is this machine's loopback."""
     if not host:
         return False
     if host == "localhost":
@@ -239,29 +256,33 @@ def _is_loopback(host: str | None) -> bool:
     return address.is_loopback
 
 
-def _host_name(host: str) -> str:
+def host_name(host: str) -> str:
     """The name of a Host header's value, without its port ("[::1]:8000" -> "::1")."""
     if host.startswith("["):
         return host[1:].partition("]")[0]
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def _check_local(scope: dict[str, Any]) -> None:
-    """403 unless the request is this machine's, over loopback, sent with a JSON body."""
+def _check_local(scope: dict[str, Any], json_body: bool = True) -> None:
+    """403 unless the request is this machine's, over loopback (and, with `json_body`, sent
+    with a JSON body)."""
     headers = dict(scope.get("headers") or [])
     checks = [
-        _is_loopback((scope.get("client") or (None,))[0]),
-        _is_loopback((scope.get("server") or (None,))[0]),
-        _is_loopback(_host_name(headers.get(b"host", b"").decode("latin-1"))),
+        is_loopback((scope.get("client") or (None,))[0]),
+        is_loopback((scope.get("server") or (None,))[0]),
+        is_loopback(host_name(headers.get(b"host", b"").decode("latin-1"))),
         not any(name in headers for name in _FORWARDING_HEADERS),
-        headers.get(b"content-type", b"").split(b";")[0].strip() == b"application/json",
+        not json_body
+        or headers.get(b"content-type", b"").split(b";")[0].strip() == b"application/json",
     ]
     if not all(checks):
+        path = scope.get("path") or INVOKE_PATH
+        what = "a JSON request" if json_body else "a request"
         raise AdminError(
             403,
             "PERMISSION_DENIED",
-            f"{INVOKE_PATH} answers only a JSON request from this machine to a loopback "
-            "address of the stack (a2a-serverless dev --host 127.0.0.1)",
+            f"{path} answers only {what} from this machine to a loopback address of the stack "
+            "(e.g. http://127.0.0.1:PORT, whatever --host the stack listens on)",
         )
 
 

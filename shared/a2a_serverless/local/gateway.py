@@ -9,6 +9,11 @@ With `Auth=None` (the local default) nothing is checked and the principal a loca
 in `x-local-principal` stands in for an authorizer's. In the other modes that header is
 dropped: only a credential names the caller. `/_local/...` are the local stack's own admin
 endpoints (keys, tokens, IAM users: local/admin.py), never part of the template.
+
+The functions see the stack's public URL as the request's host, not the `Host` a client sent
+(the Agent Card names it in its URLs and is served `Cache-Control: public`): the configured
+`public_url`, except that a stack listening on loopback only keeps a loopback `Host`
+(`localhost` and `127.0.0.1` both name it; no other machine can reach it).
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ import logging
 import re
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 from a2a_serverless.bindings.cors import allowed_origin, parse_origins, preflight_headers
+from a2a_serverless.local.admin import host_name, is_loopback
 from a2a_serverless.local.authorizers import (
     GatewayError,
     GatewayResponses,
@@ -48,8 +55,17 @@ class Gateway:
         guard: Guard | None = None,
         responses: GatewayResponses | None = None,
         admin: Any = None,
+        public_url: str | None = None,
+        trust_loopback_host: bool = False,
     ) -> None:
+        """`public_url`: the origin the functions see as the request's (None: the client's
+        `Host` is passed on, for in-process clients with no address); `trust_loopback_host`:
+        keep a client's `Host` that names loopback (the server listens on loopback only)."""
         self.stage = stage
+        parsed = urlsplit(public_url) if public_url else None
+        self.public_scheme = parsed.scheme if parsed else None
+        self.public_host = parsed.netloc if parsed else None
+        self.trust_loopback_host = trust_loopback_host
         # The template's CorsAllowOrigins: set, every path answers OPTIONS here (preflight).
         self.cors_allow_origins = cors_allow_origins
         self.auth_mode = auth_mode
@@ -164,7 +180,18 @@ class Gateway:
                     context["authorizer"] = admitted.authorizer
                 context["identity"].update(admitted.identity)
         headers.append((REQUEST_CONTEXT_HEADER, json.dumps(context).encode()))
-        await app({**scope, "headers": headers}, receive, send)
+        await app(self._public(scope, headers), receive, send)
+
+    def _public(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+        """The scope the function gets: its `Host` the stack's public one (see the module)."""
+        if self.public_host is None:
+            return {**scope, "headers": headers}
+        sent = next((v for k, v in headers if k.lower() == b"host"), b"").decode("latin-1")
+        if self.trust_loopback_host and is_loopback(host_name(sent)):
+            return {**scope, "headers": headers}
+        kept = [(k, v) for k, v in headers if k.lower() != b"host"]
+        kept.append((b"host", self.public_host.encode("latin-1")))
+        return {**scope, "headers": kept, "scheme": self.public_scheme or scope.get("scheme")}
 
     async def _gateway_error(
         self,

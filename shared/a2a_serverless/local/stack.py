@@ -528,9 +528,10 @@ class LocalStack:
 
     # -- API Gateway emulation -------------------------------------------------------------
 
-    def gateway(self) -> Gateway:
+    def gateway(self, public_url: str | None = None, trust_loopback_host: bool = False) -> Gateway:
         """The API of the template: its routes, the checks its security puts on each
-        method, its gateway responses, and the local admin endpoints of the Auth mode."""
+        method, its gateway responses, and the local admin endpoints of the Auth mode
+        (`public_url`, `trust_loopback_host`: see local/gateway.py)."""
         routes = []
         for logical_id, spec in self.functions.items():
             for method, path in spec.events:
@@ -575,6 +576,8 @@ class LocalStack:
                 (api.get("DefinitionBody") or {}).get("x-amazon-apigateway-gateway-responses"),
             ),
             admin=admin,
+            public_url=public_url,
+            trust_loopback_host=trust_loopback_host,
         )
 
     def _api_properties(self) -> dict[str, Any]:
