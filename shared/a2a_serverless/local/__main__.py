@@ -111,7 +111,11 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
     parameters = parse_params(args.param)
     if args.flow:
         parameters["Flow"] = args.flow
-    base = f"http://{_url_host(args.host)}:{args.port}"
+    # This machine's URL of the stack (the banner's commands, the local issuer).
+    local_host = (
+        "127.0.0.1" if args.host in ("", "0.0.0.0") else "::1" if args.host == "::" else args.host
+    )
+    base = f"http://{_url_host(local_host)}:{args.port}"
     public_url = (getattr(args, "public_url", "") or "").rstrip("/") or listening_url(
         args.host, args.port
     )
