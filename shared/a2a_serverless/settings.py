@@ -163,7 +163,13 @@ class Settings:
         description="While a blocking SendMessage waits, a whitespace byte is written this often "
         "(API Gateway drops responses idle for 5 minutes); quicker answers are unchanged.",
     )
-    max_body_bytes: int = setting(262_144, ge=1024, description="Largest accepted request body.")
+    max_body_bytes: int = setting(
+        262_144,
+        ge=1024,
+        le=262_144,
+        description="Largest accepted request body (at most 256 KiB: a message is stored in one "
+        "DynamoDB item).",
+    )
     max_json_depth: int = setting(
         32, ge=4, le=64, description="Deepest nesting of objects/arrays in a request body."
     )

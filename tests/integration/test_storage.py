@@ -205,10 +205,10 @@ def test_wide_data_part_is_refused_before_writing(
     assert len(str(WIDE_DATA).encode()) > 400_000
     task = alice.send("wide [data]").task
     wait_idle(stack)
-    # Either stored within limits, or refused by the runtime's own size guard (ValueError).
+    # Either stored within limits, or refused by the emitter's size guard (naming the bound).
     assert max(item_size(i) for i in scan(stack)) <= MAX_ITEM
     if task["status"]["state"] == "TASK_STATE_FAILED":
-        assert "ValueError" in task["status"]["message"]["parts"][0]["text"], task["status"]
+        assert "(MAX_EVENT_BYTES)" in task["status"]["message"]["parts"][0]["text"], task["status"]
     else:
         assert task["artifacts"][0]["parts"][0]["data"] == WIDE_DATA
 

@@ -83,6 +83,13 @@ def test_keyword_values_are_checked_too() -> None:
         Settings(max_body_bytes=True)
 
 
+def test_a_body_larger_than_one_item_holds_is_refused() -> None:
+    """A message is stored in one DynamoDB item: the body limit cannot pass 256 KiB."""
+    with pytest.raises(SettingsError, match="MAX_BODY_BYTES"):
+        Settings(max_body_bytes=300_000)
+    assert Settings(max_body_bytes=262_144).max_body_bytes == 262_144
+
+
 def test_every_field_has_a_type_the_parser_knows() -> None:
     """A field of another type would be read as text: each parses its own default."""
     for name, field in Settings.fields.items():

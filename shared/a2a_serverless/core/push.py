@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from a2a_serverless.core.egress import EgressPolicy, UnsafeWebhookUrl, vet_url
 from a2a_serverless.core.errors import (
+    InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
     invalid_field,
@@ -14,11 +16,20 @@ from a2a_serverless.models import (
     ListTaskPushNotificationConfigsResponse,
     TaskPushNotificationConfig,
 )
+from a2a_serverless.models.limits import (
+    MAX_AUTH_CREDENTIALS_BYTES,
+    MAX_AUTH_SCHEME_BYTES,
+    MAX_PUSH_CONFIG_ID_CHARS,
+    MAX_PUSH_TOKEN_BYTES,
+    MAX_PUSH_URL_BYTES,
+    MAX_TENANT_CHARS,
+    MAX_WEBHOOK_HEAD_BYTES,
+)
 from a2a_serverless.settings import get_settings
-from a2a_serverless.store import TaskStore
+from a2a_serverless.store import TaskStore, utf8_size
 
-MAX_CONFIG_ID_LENGTH = 128
-MAX_TOKEN_LENGTH = 4096
+MAX_CONFIG_ID_LENGTH = MAX_PUSH_CONFIG_ID_CHARS
+MAX_TOKEN_LENGTH = MAX_PUSH_TOKEN_BYTES
 
 
 class PushService:
@@ -48,31 +59,17 @@ class PushService:
     def prepared(
         self, config: TaskPushNotificationConfig, task_id: str, field: str = ""
     ) -> TaskPushNotificationConfig:
-        """The config ready to store: enabled, URL vetted (SSRF), id assigned, task bound."""
+        """The config ready to store: every field within its bound (all violations at once,
+        before the URL's host is resolved), URL vetted (SSRF), id assigned, task bound."""
         self.require_enabled()
         prefix = f"{field}." if field else ""
+        violations = config_violations(config.wire(), prefix)
+        if violations:
+            raise InvalidParamsError(violations=violations)
         try:
             vet_url(config.url, self.egress)
         except UnsafeWebhookUrl as exc:
             raise invalid_field(f"{prefix}url", str(exc)) from None
-        if config.id is not None and not 0 < len(config.id) <= MAX_CONFIG_ID_LENGTH:
-            raise invalid_field(f"{prefix}id", f"must be 1 to {MAX_CONFIG_ID_LENGTH} characters")
-        if config.token is not None and len(config.token) > MAX_TOKEN_LENGTH:
-            raise invalid_field(f"{prefix}token", f"must be at most {MAX_TOKEN_LENGTH} characters")
-        # They become HTTP headers of every delivery (X-A2A-Notification-Token, Authorization):
-        # a value no header can carry would be accepted here and refused at every delivery.
-        auth = config.authentication
-        for name, value in (
-            ("token", config.token),
-            ("authentication.scheme", auth.scheme if auth else None),
-            ("authentication.credentials", auth.credentials if auth else None),
-        ):
-            if value is not None and not _header_safe(value):
-                raise invalid_field(
-                    f"{prefix}{name}",
-                    "must be printable ASCII (it is sent as an HTTP header): no control or "
-                    "non-ASCII characters",
-                )
         self._check_room(task_id, config.id, field)
         return config.model_copy(update={"id": config.id or str(uuid.uuid4()), "task_id": task_id})
 
@@ -135,6 +132,60 @@ class PushService:
         self.require_enabled()
         self._owned(owner, task_id)
         self.store.delete_push_config(task_id, config_id)
+
+
+def config_violations(config: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """The bounds of a push config given as proto-JSON (`prefix` names where it sits in the
+    request): its id, tenant and url, and its token and authentication, which every delivery
+    sends as HTTP headers. A value of the wrong type is skipped (the schema names it)."""
+    if not isinstance(config, dict):
+        return []
+    found: list[tuple[str, str]] = []
+    config_id, tenant = config.get("id"), config.get("tenant")
+    if isinstance(config_id, str) and not 0 < len(config_id) <= MAX_PUSH_CONFIG_ID_CHARS:
+        found.append((f"{prefix}id", f"must be 1 to {MAX_PUSH_CONFIG_ID_CHARS} characters"))
+    if isinstance(tenant, str) and len(tenant) > MAX_TENANT_CHARS:
+        found.append((f"{prefix}tenant", f"must be at most {MAX_TENANT_CHARS} characters"))
+    url = config.get("url")
+    if isinstance(url, str) and utf8_size(url) > MAX_PUSH_URL_BYTES:
+        found.append((f"{prefix}url", f"must be at most {MAX_PUSH_URL_BYTES} bytes"))
+    auth = config.get("authentication")
+    auth = auth if isinstance(auth, dict) else {}
+    # They become HTTP headers of every delivery (X-A2A-Notification-Token, Authorization):
+    # a value no header can carry would be accepted here and refused at every delivery.
+    headers: dict[str, str] = {}
+    for name, value, bound in (
+        ("token", config.get("token"), MAX_PUSH_TOKEN_BYTES),
+        ("authentication.scheme", auth.get("scheme"), MAX_AUTH_SCHEME_BYTES),
+        ("authentication.credentials", auth.get("credentials"), MAX_AUTH_CREDENTIALS_BYTES),
+    ):
+        if not isinstance(value, str):
+            continue
+        if not _header_safe(value):
+            found.append(
+                (
+                    f"{prefix}{name}",
+                    "must be printable ASCII (it is sent as an HTTP header): no control or "
+                    "non-ASCII characters",
+                )
+            )
+        elif utf8_size(value) > bound:
+            found.append((f"{prefix}{name}", f"must be at most {bound} bytes"))
+        else:
+            headers[name] = value
+    credentials = headers.get("authentication.credentials")
+    if credentials is not None and not found and isinstance(url, str):
+        # Every delivery carries them all (Authorization: "<scheme> <credentials>").
+        head = utf8_size(url) + sum(utf8_size(v) for v in headers.values()) + 1
+        if head > MAX_WEBHOOK_HEAD_BYTES:
+            found.append(
+                (
+                    f"{prefix}authentication.credentials",
+                    f"with url, token and scheme, must be at most {MAX_WEBHOOK_HEAD_BYTES} "
+                    f"bytes (they are sent with every delivery; these are {head})",
+                )
+            )
+    return found
 
 
 def _header_safe(value: str) -> bool:

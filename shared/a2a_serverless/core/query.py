@@ -28,6 +28,7 @@ from a2a_serverless.models import (
     TaskState,
     TaskStatus,
 )
+from a2a_serverless.models.limits import MAX_PAGE_TOKEN_BYTES
 from a2a_serverless.observability import annotate, task_ended
 from a2a_serverless.settings import get_settings
 from a2a_serverless.store import (
@@ -287,3 +288,6 @@ def _check_list_params(params: ListTasksRequest, page_size: int) -> None:
     if params.status is TaskState.UNSPECIFIED:
         raise invalid_field("status", "TASK_STATE_UNSPECIFIED is not a filter")
     check_id_size("contextId", params.context_id)
+    # Decoded before it is judged: bounded first (the tokens issued are far smaller).
+    if params.page_token and utf8_size(params.page_token) > MAX_PAGE_TOKEN_BYTES:
+        raise invalid_field("pageToken", f"must be at most {MAX_PAGE_TOKEN_BYTES} bytes")

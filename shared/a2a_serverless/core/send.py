@@ -28,7 +28,7 @@ from a2a_serverless.core.errors import (
     invalid_field,
 )
 from a2a_serverless.core.executor import Executor, TurnContext, execution_name
-from a2a_serverless.core.push import PushService
+from a2a_serverless.core.push import PushService, config_violations
 from a2a_serverless.core.query import (
     StreamStart,
     TaskQueries,
@@ -57,6 +57,16 @@ from a2a_serverless.models import (
     utcnow,
 )
 from a2a_serverless.models.a2a import RoleField
+from a2a_serverless.models.limits import (
+    MAX_EXTENSION_URI_BYTES,
+    MAX_ID_BYTES,
+    MAX_MESSAGE_EXTENSIONS,
+    MAX_PART_FILENAME_BYTES,
+    MAX_PART_MEDIA_TYPE_BYTES,
+    MAX_PART_URL_BYTES,
+    MAX_REFERENCE_TASK_IDS,
+    MAX_REQUEST_METADATA_BYTES,
+)
 from a2a_serverless.observability import annotate, task_ended
 from a2a_serverless.store import ConflictError, Dedupe, TaskRecord, TaskStore, utf8_size
 
@@ -93,7 +103,8 @@ def _media_match(offered: str, accepted: str) -> bool:
     )
 
 
-MAX_METADATA_BYTES = 65_536  # a SendMessageRequest's metadata, as JSON
+MAX_METADATA_BYTES = MAX_REQUEST_METADATA_BYTES  # a SendMessageRequest's metadata, as JSON
+INLINE_PUSH_FIELD = "configuration.taskPushNotificationConfig"
 
 
 def content_hash(request: SendMessageRequest) -> str:
@@ -321,12 +332,22 @@ class MessageSender:
     def _validate(self, request: SendMessageRequest, config: SendMessageConfiguration) -> None:
         # Every field violation at once (the spec's example lists several), then the rest.
         message = request.message
+        inline = config.task_push_notification_config
         violations = _field_violations(
             message.role,
             message.message_id,
             message.context_id,
             message.task_id,
             request.metadata,
+            {
+                "referenceTaskIds": message.reference_task_ids,
+                "extensions": message.extensions,
+                "parts": [
+                    {"url": part.url, "filename": part.filename, "mediaType": part.media_type}
+                    for part in message.parts
+                ],
+            },
+            inline.wire() if inline is not None else None,
         )
         if violations:
             raise InvalidParamsError(violations=violations)
@@ -412,7 +433,7 @@ class MessageSender:
         inline = config.task_push_notification_config
         if inline is None:
             return None
-        return self._push().prepared(inline, task_id, "configuration.taskPushNotificationConfig")
+        return self._push().prepared(inline, task_id, INLINE_PUSH_FIELD)
 
     def _push(self) -> PushService:
         if self.push is None:
@@ -514,11 +535,18 @@ class MessageSender:
 
 
 def _field_violations(
-    role: Any, message_id: Any, context_id: Any, task_id: Any, metadata: Any
+    role: Any,
+    message_id: Any,
+    context_id: Any,
+    task_id: Any,
+    metadata: Any,
+    bounded: Any = None,
+    inline_push: Any = None,
 ) -> list[tuple[str, str]]:
     """The field checks every send gets beyond its schema: the sender's role, the sizes of the
-    ids that become storage keys, the size of the request's metadata. A value of the wrong
-    type is skipped (the schema names it)."""
+    ids that become storage keys, the size of the request's metadata, the message's other
+    bounded fields (`bounded`: its proto-JSON or the part of it that is bounded), an inline
+    push config's bounds. A value of the wrong type is skipped (the schema names it)."""
     violations: list[tuple[str, str]] = []
     if isinstance(role, Role) and role is not Role.USER:
         violations.append(("message.role", "must be ROLE_USER for messages sent to an agent"))
@@ -539,7 +567,44 @@ def _field_violations(
         and utf8_size(json.dumps(metadata)) > MAX_METADATA_BYTES
     ):
         violations.append(("metadata", f"must be at most {MAX_METADATA_BYTES} bytes as JSON"))
+    if isinstance(bounded, dict):
+        violations.extend(_message_bounds(bounded))
+    violations.extend(config_violations(inline_push, f"{INLINE_PUSH_FIELD}."))
     return violations
+
+
+def _message_bounds(message: dict[str, Any]) -> list[tuple[str, str]]:
+    """The bounds of a message's lists and of its parts' file fields (see models/limits.py)."""
+    found: list[tuple[str, str]] = []
+    for name, most, each in (
+        ("referenceTaskIds", MAX_REFERENCE_TASK_IDS, MAX_ID_BYTES),
+        ("extensions", MAX_MESSAGE_EXTENSIONS, MAX_EXTENSION_URI_BYTES),
+    ):
+        values = message.get(name)
+        if not isinstance(values, list):
+            continue
+        if len(values) > most:
+            found.append((f"message.{name}", f"must have at most {most} entries"))
+        found.extend(
+            (f"message.{name}[{index}]", f"must be at most {each} bytes in UTF-8")
+            for index, value in enumerate(values[:most])
+            if isinstance(value, str) and utf8_size(value) > each
+        )
+    parts = message.get("parts")
+    for index, part in enumerate(parts if isinstance(parts, list) else []):
+        if not isinstance(part, dict):
+            continue
+        for name, bound in (
+            ("url", MAX_PART_URL_BYTES),
+            ("filename", MAX_PART_FILENAME_BYTES),
+            ("mediaType", MAX_PART_MEDIA_TYPE_BYTES),
+        ):
+            value = part.get(name)
+            if isinstance(value, str) and utf8_size(value) > bound:
+                found.append(
+                    (f"message.parts[{index}].{name}", f"must be at most {bound} bytes in UTF-8")
+                )
+    return found
 
 
 @functools.cache
@@ -560,12 +625,17 @@ def request_violations(payload: Any) -> list[tuple[str, str]]:
         role: Role | None = _role_adapter().validate_python(message.get("role"))
     except ValidationError:
         role = None  # missing or not a role: the schema says so
+    configuration = payload.get("configuration")
     return _field_violations(
         role,
         message.get("messageId"),
         message.get("contextId"),
         message.get("taskId"),
         payload.get("metadata"),
+        message,
+        configuration.get("taskPushNotificationConfig")
+        if isinstance(configuration, dict)
+        else None,
     )
 
 

@@ -30,6 +30,7 @@ from a2a_serverless.models import (
     Task,
 )
 from a2a_serverless.models.caller import TENANT_MARK
+from a2a_serverless.models.limits import MAX_TENANT_CHARS
 from a2a_serverless.store import MAX_OWNER_BYTES, TaskStore, utf8_size
 
 if TYPE_CHECKING:
@@ -48,7 +49,6 @@ __all__ = [
 
 # A tenant is one URL path segment (`/{tenant}/tasks`): RFC 3986 unreserved characters only,
 # so it reads the same encoded or not, never holds TENANT_MARK, and no proxy rewrites it.
-MAX_TENANT_CHARS = 64
 TENANT_PATTERN = re.compile(rf"[A-Za-z0-9._~-]{{1,{MAX_TENANT_CHARS}}}")
 # Segments that would make a tenant route read as a route without one (`/tasks/tasks` is
 # GetTask of the task "tasks"; `/tasks/extendedAgentCard` too), or that URL libraries rewrite.

@@ -8,6 +8,12 @@ Lambda invocation, bounded by Lambda's 15 minutes), or an interrupted state
 terminal state (`completed`, `failed`, `rejected`). `ctx.state` is the flow's own JSON
 state, kept across steps and turns.
 
+Storage bounds (models/limits.py): `ctx.state` at most MAX_FLOW_STATE_BYTES (64 KiB) as JSON
+(keep a bounded tail, not the whole conversation: `ctx.history` has every message), a step's
+final message at most MAX_STATUS_MESSAGE_BYTES, one artifact event at most MAX_EVENT_BYTES
+(long text is split for you). A step past one ends its turn FAILED, the status message naming
+the bound (store.TooLarge); nothing past the bound is written.
+
     from a2a_serverless.flows import Flow, Outcome, StepContext
 
     class Shout(Flow):

@@ -14,6 +14,10 @@ Directives (anywhere in the message text):
 With the extension UPPERCASE_EXTENSION activated (the client sends it in A2A-Extensions), the
 reply is upper-cased and its artifact names the extension.
 Otherwise the reply is "Echo: <text>", streamed as several chunks of one artifact.
+
+Across [input] turns the flow keeps the conversation so far in its state, but only its last
+MAX_KEPT_CHARS characters (older text is dropped, marked "…"): its state stays far below
+MAX_FLOW_STATE_BYTES however long the conversation. [steps=N] keeps a count, not the reply.
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ _SLOW = re.compile(r"\[slow=(\d+(?:\.\d+)?)\]")
 _STEPS = re.compile(r"\[steps=(\d+)\]")
 MAX_SLOW_SECONDS = 600.0
 MAX_STEPS = 50
+# At most 6 bytes of JSON a character (a control character's escape): 48,000 bytes of state.
+MAX_KEPT_CHARS = 8_000
+
+
+def _tail(text: str) -> str:
+    """The last MAX_KEPT_CHARS characters of `text`, "…" first when some were dropped."""
+    if len(text) <= MAX_KEPT_CHARS:
+        return text
+    return "…" + text[len(text) - MAX_KEPT_CHARS + 1 :]
 
 
 def _slices(text: str, count: int) -> list[str]:
@@ -99,7 +112,7 @@ class EchoFlow(Flow):
         if pending == "input":
             combined = f"{ctx.state.get('original', '')} + {text}"
             if "[input]" in text:  # asked again: one more interruption of the same task
-                ctx.state.update(awaiting="input", original=combined)
+                ctx.state.update(awaiting="input", original=_tail(combined))
                 return Outcome.input_required("What else should I add to the echo?")
             ctx.state["awaiting"] = None
             return self._echo(ctx, combined)
@@ -117,15 +130,16 @@ class EchoFlow(Flow):
         if "[reject]" in text:
             return Outcome.rejected("Rejecting as asked ([reject]).")
         if "[input]" in text:
-            ctx.state.update(awaiting="input", original=text)
+            ctx.state.update(awaiting="input", original=_tail(text))
             return Outcome.input_required("What should I add to the echo?")
         if "[auth]" in text:
-            ctx.state.update(awaiting="auth", original=text)
+            ctx.state.update(awaiting="auth", original=_tail(text))
             return Outcome.auth_required("Please authorize, then reply to continue.")
         steps = _STEPS.search(text)
         if steps:
             count = max(1, min(MAX_STEPS, int(steps.group(1))))
-            ctx.state.update(chunks=_chunks(f"Echo: {text}", count), sent=0)
+            ctx.state.pop("chunks", None)  # the reply is made again at each step
+            ctx.state.update(steps=count, sent=0)
             return self._next_chunk(ctx)
         return self._echo(ctx, text)
 
@@ -152,7 +166,11 @@ class EchoFlow(Flow):
         return Outcome.completed()
 
     def _next_chunk(self, ctx: StepContext) -> Outcome:
-        chunks: list[str] = ctx.state.get("chunks", [])
+        # From the turn's message (every step sees it); `chunks` in the state of a turn begun
+        # before the state held the count only.
+        chunks: list[str] = ctx.state.get("chunks") or _chunks(
+            f"Echo: {ctx.text}", int(ctx.state.get("steps", 1))
+        )
         sent: int = ctx.state.get("sent", 0)
         if sent < len(chunks):
             ctx.artifact(

@@ -1,5 +1,7 @@
 """Where a flow step's updates go: appended to the task's event log, one seq each, split so
 no event approaches DynamoDB's item size limit; a write that loses to a cancel stops the step.
+An event that cannot be split small enough (one part, or a chunk's metadata, past
+`limits.MAX_EVENT_BYTES`) raises store.TooLarge, nothing written: the worker fails the turn.
 
 Idempotent: each event carries the identity (turn, step, position in the step). A step may run
 more than once (a RunStep retry, an EXPRESS redelivery); a deterministic re-run reproduces the
@@ -8,6 +10,7 @@ same identities, so what an earlier run already wrote is skipped, never appended
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 
 from a2a_serverless.core.tasklog import status_event
@@ -20,13 +23,15 @@ from a2a_serverless.models import (
     TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
+    limits,
     utcnow,
 )
-from a2a_serverless.store import ConflictError, TaskRecord, TaskStore
+from a2a_serverless.store import ConflictError, TaskRecord, TaskStore, TooLarge
 
 # Largest text carried by one artifact event (64 Ki characters are at most 256 KiB of
 # UTF-8); longer text is split across append chunks so no event item approaches
-# DynamoDB's 400 KB item limit. Other parts are measured in encoded bytes.
+# DynamoDB's 400 KB item limit. Other parts are measured in encoded bytes, and so is a text
+# piece whose JSON escapes make it larger (control characters take up to 6 bytes each).
 MAX_CHUNK_CHARS = 64 * 1024
 MAX_PART_BYTES = 300 * 1024
 
@@ -120,18 +125,22 @@ def _split_parts(parts: list[Part]) -> list[list[Part]]:
     groups: list[list[Part]] = [[]]
     size = 0
     for part in parts:
-        if part.text is not None and len(part.text) > MAX_CHUNK_CHARS:
-            for start in range(0, len(part.text), MAX_CHUNK_CHARS):
-                piece = part.model_copy(update={"text": part.text[start : start + MAX_CHUNK_CHARS]})
-                groups.append([piece])
+        if part.text is not None and (
+            len(part.text) > MAX_CHUNK_CHARS or _text_bytes(part.text) > MAX_PART_BYTES
+        ):
+            for text in _text_pieces(part.text):
+                groups.append([part.model_copy(update={"text": text})])
             groups.append([])
             size = 0
             continue
         part_size = len(part.model_dump_json().encode())
-        if part_size > MAX_PART_BYTES:
-            raise ValueError(
-                f"an artifact part of {part_size} bytes is too large for one event; "
-                "send large files as `url` parts"
+        if part_size > limits.MAX_EVENT_BYTES:
+            raise TooLarge(
+                "an artifact part as JSON",
+                part_size,
+                limits.MAX_EVENT_BYTES,
+                "MAX_EVENT_BYTES",
+                "send large files as `url` parts",
             )
         if size + part_size > MAX_PART_BYTES and groups[-1]:
             groups.append([])
@@ -139,3 +148,22 @@ def _split_parts(parts: list[Part]) -> list[list[Part]]:
         groups[-1].append(part)
         size += part_size
     return [g for g in groups if g] or [[]]
+
+
+def _text_bytes(text: str) -> int:
+    """The bytes of `text` as a JSON string in an event (UTF-8, escapes included)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def _text_pieces(text: str) -> list[str]:
+    """`text` in runs of at most MAX_CHUNK_CHARS characters, each at most MAX_PART_BYTES as
+    JSON (a run of characters that escape long is halved until it fits)."""
+    pieces = []
+    start = 0
+    while start < len(text):
+        length = MAX_CHUNK_CHARS
+        while length > 1 and _text_bytes(text[start : start + length]) > MAX_PART_BYTES:
+            length //= 2
+        pieces.append(text[start : start + length])
+        start += length
+    return pieces

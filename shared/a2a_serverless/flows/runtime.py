@@ -4,6 +4,10 @@ Input  {"taskId", "turn", "step", "caller"?, "extensions"?, "requestMetadata"?}
        -> the same with "continue" (whether a next step's execution was started)
 Input  {"action": "fail", "taskId", "turn", "error"} marks the turn failed (the Catch path).
 
+A step whose writes pass a storage bound (models/limits.py: its flow state, an artifact chunk,
+its final message; store.TooLarge) ends its turn FAILED here, the status message naming the
+bound; nothing of that step past the bound is written, the earlier turns stay as they were.
+
 One execution per step: the state machine runs this step and ends. A step that asks for
 another saves its flow state, then starts the next step's execution itself (deterministic
 name: core/executor.py), only while the turn is still working at this step.
@@ -31,7 +35,7 @@ from a2a_serverless.models import (
     agent_message,
 )
 from a2a_serverless.observability import Metric, annotate, emit, task_ended
-from a2a_serverless.store import ConflictError, TaskRecord, TaskStore
+from a2a_serverless.store import ConflictError, TaskRecord, TaskStore, TooLarge
 
 logger = logging.getLogger(__name__)
 
@@ -131,9 +135,14 @@ class FlowWorker:
             outcome = self.flow.run_step(ctx)
         except FlowCanceled:
             return step.answer()
+        except TooLarge as error:  # an emit past a bound: nothing of it was written
+            return self.too_large(step, error)
         finally:
             emit(Metric.STEP_DURATION, (time.perf_counter() - started) * 1000)
-        return self.finish(step, turn, ctx, outcome)
+        try:
+            return self.finish(step, turn, ctx, outcome)
+        except TooLarge as error:  # the flow state or final message past a bound: not saved
+            return self.too_large(step, error)
 
     def begin(self, step: _Step) -> _Turn | None:
         """The turn to run, moved to working; None when it must not run (any more)."""
@@ -238,6 +247,13 @@ class FlowWorker:
             raise NextStepNotStarted(type(error).__name__) from error
         return step.answer(go_on=True)
 
+    def too_large(self, step: _Step, error: TooLarge) -> dict[str, Any]:
+        """The step went past a storage bound: its turn ends failed, the text naming it."""
+        logger.error("step %s of turn %s of task %s: %s", step.step, step.turn, step.task_id, error)
+        text = f"Step {step.step} of turn {step.turn} was stopped: {error}."
+        self.fail_turn(step.task_id, step.turn, text)
+        return step.answer()
+
     def fail(self, event: dict[str, Any]) -> dict[str, Any]:
         """The state machine caught an error: the turn ends failed, with an explanation."""
         task_id = str(event["taskId"])
@@ -246,11 +262,16 @@ class FlowWorker:
         error_name = str(error.get("Error", "Error"))[:100]
         annotate(task_id=task_id, turn=turn)
         logger.error("turn %s of task %s failed: %s", turn, task_id, error_name)
+        self.fail_turn(task_id, turn, _failure_text(error_name))
+        return {"taskId": task_id, "turn": turn, "continue": False}
+
+    def fail_turn(self, task_id: str, turn: int, text: str) -> None:
+        """End `turn` of the task FAILED with `text` as the status message, unless the task has
+        moved on (another turn) or ended already."""
         record = self.store.get_record(task_id)
         if record is None or record.turn != turn:
-            return {"taskId": task_id, "turn": turn, "continue": False}
+            return
         annotate(context_id=record.context_id)
-        text = _failure_text(error_name)
         while record.state not in TERMINAL_STATES:
             try:
                 transition(
@@ -266,7 +287,6 @@ class FlowWorker:
                 if moved.record is None or moved.record.turn != turn:
                     break
                 record = moved.record
-        return {"taskId": task_id, "turn": turn, "continue": False}
 
 
 def _failure_text(error_name: str) -> str:

@@ -284,6 +284,7 @@ _ROLE_NAME = re.compile(r"(['\"]?)\bROLE_(USER|AGENT)\b(['\"]?)")
 _METHOD_NAME = re.compile(rf"\b({'|'.join(METHODS_V03)})\b")
 _FILE_FIELD = re.compile(rf"(\bparts\[\d+\])\.({'|'.join(_FILE_FIELDS)})\b")
 _PUSH_FIELD = re.compile(r"\.taskPushNotificationConfig\b")
+_SCHEME_FIELD = re.compile(r"\bauthentication\.scheme\b")  # 0.3: the first of `schemes`
 
 
 def text_to_v03(text: str) -> str:
@@ -305,6 +306,7 @@ def text_to_v03(text: str) -> str:
     text = _ROLE_NAME.sub(role, text)
     text = _METHOD_NAME.sub(lambda m: METHODS_V03[m.group(1)], text)
     text = _FILE_FIELD.sub(lambda m: f"{m.group(1)}.file.{_FILE_FIELDS[m.group(2)]}", text)
+    text = _SCHEME_FIELD.sub("authentication.schemes[0]", text)
     return _PUSH_FIELD.sub(".pushNotificationConfig", text)
 
 

@@ -20,6 +20,7 @@ from a2a_serverless.store.base import (
     TaskRecord,
     TaskSnapshot,
     TaskStore,
+    TooLarge,
 )
 from a2a_serverless.store.keys import MAX_ID_BYTES, MAX_OWNER_BYTES, stream_event, utf8_size
 
@@ -41,6 +42,7 @@ __all__ = [
     "TaskRecord",
     "TaskSnapshot",
     "TaskStore",
+    "TooLarge",
     "stream_event",
     "utf8_size",
 ]

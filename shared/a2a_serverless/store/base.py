@@ -33,6 +33,18 @@ class ConflictError(Exception):
         self.failed = failed
 
 
+class TooLarge(ValueError):
+    """A value past one of the size bounds of models/limits.py, found before any write (so
+    nothing was written). Its text names the value, its size and the bound: safe to show."""
+
+    def __init__(self, what: str, size: int, limit: int, bound: str, advice: str = "") -> None:
+        text = f"{what} is {size:,} bytes; the limit is {limit:,} ({bound})"
+        super().__init__(f"{text}; {advice}" if advice else text)
+        self.bound = bound
+        self.size = size
+        self.limit = limit
+
+
 @dataclass
 class TaskRecord:
     """The task header: identity, owner, current state and execution bookkeeping."""

@@ -60,8 +60,15 @@ from a2a_serverless.models import (
     TaskStatus,
     TaskStatusUpdateEvent,
     format_timestamp,
+    limits,
 )
-from a2a_serverless.store.base import ApiKeyRecord, InvalidPageToken, ListQuery, TaskRecord
+from a2a_serverless.store.base import (
+    ApiKeyRecord,
+    InvalidPageToken,
+    ListQuery,
+    TaskRecord,
+    TooLarge,
+)
 
 TASK_PREFIX = "T#"
 HEADER = "H"
@@ -129,9 +136,9 @@ SORT_KEY_MAX_BYTES = 1024
 SEPARATOR = "#"
 ESCAPE_GROWTH = 3  # escaping turns one byte (`#` or `%`) into three; other bytes stay
 # Caller-chosen parts, in UTF-8 bytes (the core refuses longer ones before any write):
-MAX_ID_BYTES = 256  # taskId, contextId, messageId
-MAX_OWNER_BYTES = 384  # the authenticated principal (an IAM role session ARN is ~160)
-MAX_CONFIG_ID_BYTES = 512  # core/push.py allows 128 characters: at most 512 bytes
+MAX_ID_BYTES = limits.MAX_ID_BYTES  # taskId, contextId, messageId
+MAX_OWNER_BYTES = limits.MAX_OWNER_BYTES  # the authenticated principal
+MAX_CONFIG_ID_BYTES = 4 * limits.MAX_PUSH_CONFIG_ID_CHARS  # characters: at most 4 bytes each
 TIMESTAMP_BYTES = len("2026-01-01T00:00:00.000Z")  # models.format_timestamp
 
 
@@ -332,18 +339,52 @@ def history_item(task_id: str, index: int, message: Message) -> dict[str, Any]:
 
 
 def item_bytes(item: Mapping[str, Any]) -> int:
-    """DynamoDB's size of a flat item (strings, numbers, booleans): names plus values, a
-    number 1 byte per two digits (rounded up) + 1 (no fewer bytes than DynamoDB counts)."""
-
-    def value_bytes(value: Mapping[str, Any]) -> int:
-        ((kind, data),) = value.items()
-        if kind == "S":
-            return utf8_size(data)
-        if kind == "N":
-            return (len(data) + 1) // 2 + 1
-        return 1
-
+    """An item's size as DynamoDB counts it against its 400 KB limit, never less: attribute
+    names plus values. A string its UTF-8 bytes; a number 1 byte per two digits (sign and
+    zeros counted, rounded up) + 1; binary its raw bytes; a boolean or null 1; a map or list
+    3 + 1 per element + its elements (a map's names too); a set the sum of its members."""
     return sum(utf8_size(name) + value_bytes(value) for name, value in item.items())
+
+
+def value_bytes(value: Mapping[str, Any]) -> int:
+    """The size of one attribute value (low-level form, e.g. `{"S": "x"}`), as `item_bytes`."""
+    ((kind, data),) = value.items()
+    if kind == "S":
+        return utf8_size(data)
+    if kind == "N":
+        return (len(data) + 1) // 2 + 1
+    if kind == "B":
+        return len(data)
+    if kind == "M":
+        return 3 + sum(utf8_size(name) + value_bytes(v) + 1 for name, v in data.items())
+    if kind == "L":
+        return 3 + sum(value_bytes(v) + 1 for v in data)
+    if kind == "SS":
+        return sum(map(utf8_size, data))
+    if kind == "NS":
+        return sum((len(number) + 1) // 2 + 1 for number in data)
+    if kind == "BS":
+        return sum(map(len, data))
+    return 1  # BOOL, NULL
+
+
+def checked(item: dict[str, Any], what: str) -> dict[str, Any]:
+    """The item, as it will be written, if it is within `limits.MAX_ITEM_BYTES`; TooLarge
+    naming `what` otherwise (before any write)."""
+    size = item_bytes(item)
+    if size > limits.MAX_ITEM_BYTES:
+        raise TooLarge(what, size, limits.MAX_ITEM_BYTES, "MAX_ITEM_BYTES")
+    return item
+
+
+def checked_json(value: Any, what: str, limit: int, bound: str) -> str:
+    """`value` as stored JSON (`dumps`) if it is within `limit` bytes (`bound` names it);
+    TooLarge otherwise."""
+    text = dumps(value)
+    size = utf8_size(text)
+    if size > limit:
+        raise TooLarge(f"{what} as JSON", size, limit, bound)
+    return text
 
 
 def with_first_message(header: dict[str, Any], message: Message) -> bool:

@@ -16,8 +16,11 @@ class DynamoDBPushConfigs(DynamoDBTable):
     def put_push_config(self, config: TaskPushNotificationConfig) -> None:
         """Create or replace one config (its id is already assigned). The task's header is
         marked first (`keys.HOOKS`): a config the sender could miss never exists. A task
-        without a header (gone) gets no mark; its config is still written, as before."""
+        without a header (gone) gets no mark; its config is still written, as before. A config
+        past `limits.MAX_ITEM_BYTES` is TooLarge, nothing written (core/push.py bounds its
+        fields far below that)."""
         task_id = config.task_id or ""
+        item = keys.checked(self._expiring(keys.push_item(config)), "the push notification config")
         if keys.key_fits(keys.task_key(task_id, keys.HEADER)):
             try:
                 self._db.update_item(
@@ -30,7 +33,7 @@ class DynamoDBPushConfigs(DynamoDBTable):
                 )
             except self._db.exceptions.ConditionalCheckFailedException:
                 pass  # no header to mark: the sender queries such a task's configs
-        self._db.put_item(TableName=self._table, Item=self._expiring(keys.push_item(config)))
+        self._db.put_item(TableName=self._table, Item=item)
 
     def get_push_config(self, task_id: str, config_id: str) -> TaskPushNotificationConfig | None:
         item = self._get(keys.push_key(task_id, config_id))

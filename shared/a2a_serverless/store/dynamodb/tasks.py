@@ -5,6 +5,11 @@ puts (no header write, no index write); state changes are one transaction (heade
 counters [+ history]). The ListTasks counters are maintained here, in the same transactions.
 A task's first events (its SUBMITTED status, and its first WORKING status) are in its header,
 with no items of their own (`keys.header_events`): every read of the log below puts them back.
+
+Sized before written: every item put is measured (`keys.checked`, `limits.MAX_ITEM_BYTES`) and
+every header field that a write replaces is within its own bound (`keys.checked_json`), so a
+header within `HEADER_BUDGET` stays within it across turns (nothing in it accumulates); a
+value past a bound raises TooLarge and nothing is written.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from a2a_serverless.models import (
     Task,
     TaskPushNotificationConfig,
     TaskState,
+    TaskStatus,
     format_timestamp,
+    limits,
 )
 from a2a_serverless.store import keys
 from a2a_serverless.store.base import (
@@ -31,6 +38,7 @@ from a2a_serverless.store.base import (
     StatusChange,
     TaskRecord,
     TaskSnapshot,
+    TooLarge,
 )
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
 from a2a_serverless.store.fold import fold_events, task_from_events
@@ -40,6 +48,107 @@ NEW_ITEM = "attribute_not_exists(pk)"
 # The header attributes of TaskRecord.flow_step: the last (turn, step) whose outcome was saved.
 FLOW_TURN = "flowTurn"
 FLOW_STEP = "flowStep"
+
+_NUMBER_BYTES = 21  # the largest number DynamoDB stores (38 digits)
+_STATUS_ENVELOPE_BYTES = 128  # a status's JSON without its message (state, timestamp)
+_SMALL_ITEM_BYTES = 4096  # a retry record or a counter item: keys and a few numbers at most
+
+
+def _header_fields() -> dict[str, int]:
+    """Every attribute a task header may have, with the most bytes its value can take (its
+    keys at the key bounds; `meta` the send's metadata; `m1` only in a header under
+    INLINE_HEADER_MAX_BYTES; numbers at 38 digits; flags 1)."""
+    ids, owner = keys.MAX_ID_BYTES, keys.MAX_OWNER_BYTES
+    numbers = ("statusSeq", "turn", "hcount", keys.WORKING_SEQ, FLOW_TURN, FLOW_STEP, keys.EXPIRES)
+    return {
+        "pk": len(keys.TASK_PREFIX) + ids,
+        "sk": len(keys.HEADER),
+        "taskId": ids,
+        "contextId": ids,
+        "owner": owner,
+        "state": max(len(state.value) for state in TaskState),
+        "status": _STATUS_ENVELOPE_BYTES + limits.MAX_STATUS_MESSAGE_BYTES,
+        "exec": ids + 2 * _NUMBER_BYTES,  # core.executor.execution_name: `{taskId}-{turn}`
+        "flowState": limits.MAX_FLOW_STATE_BYTES,
+        "createdAt": keys.TIMESTAMP_BYTES,
+        "meta": limits.MAX_REQUEST_METADATA_BYTES,
+        keys.FIRST_MESSAGE: keys.INLINE_HEADER_MAX_BYTES,
+        keys.WORKING_AT: keys.TIMESTAMP_BYTES,
+        keys.INDEX_PARTITION: owner,
+        keys.INDEX_SORT: keys.TIMESTAMP_BYTES + 1 + keys.ESCAPE_GROWTH * ids,
+        **dict.fromkeys(numbers, _NUMBER_BYTES),
+        keys.HOOKS: 1,
+        keys.FIRST_EVENT: 1,
+    }
+
+
+def _small_items() -> dict[str, int]:
+    """The worst case of the items updated in place besides the header: a counter item (its
+    attributes fixed: one per state at most) and a send's retry record (a SHA-256 hex hash)."""
+    ids, owner = keys.MAX_ID_BYTES, keys.MAX_OWNER_BYTES
+    counts = ["all", keys.CONTEXT_SINCE_COUNT, keys.CONTEXT_GONE, keys.EXPIRES]
+    counts += [keys.state_counter(state) for state in TaskState]
+    counter = (
+        len("pk" + keys.OWNER_PREFIX) + owner
+        + len("sk" + keys.CONTEXT_COUNTER_PREFIX) + ids
+        + sum(keys.utf8_size(name) + _NUMBER_BYTES for name in counts)
+        + len(keys.CONTEXT_SINCE) + keys.TIMESTAMP_BYTES
+    )  # fmt: skip
+    dedupe = (
+        len("pk" + keys.DEDUPE_PREFIX) + keys.ESCAPE_GROWTH * (owner + ids) + 1
+        + len("sk" + keys.DEDUPE_SK)
+        + len("taskId") + ids + len("hash") + 64
+        + len("dedupeUntil" + keys.EXPIRES) + 2 * _NUMBER_BYTES
+    )  # fmt: skip
+    return {"counter": counter, "retry record": dedupe}
+
+
+# The header is updated in place (its size never measured whole after its creation): its
+# worst case must fit an item, and the largest transaction (header, event, history message,
+# inline webhook, retry record, two counters) DynamoDB's 4 MB. Checked at import.
+HEADER_FIELDS = _header_fields()
+HEADER_BUDGET = sum(keys.utf8_size(name) + size for name, size in HEADER_FIELDS.items())
+SMALL_ITEMS = _small_items()
+TRANSACTION_BUDGET = HEADER_BUDGET + 3 * limits.MAX_ITEM_BYTES + 3 * _SMALL_ITEM_BYTES
+if (
+    HEADER_BUDGET > limits.MAX_ITEM_BYTES
+    or max(SMALL_ITEMS.values()) > _SMALL_ITEM_BYTES
+    or TRANSACTION_BUDGET > limits.DYNAMODB_TRANSACTION_BYTES
+):
+    raise RuntimeError(f"storage bounds exceed DynamoDB's: {HEADER_BUDGET}, {SMALL_ITEMS}")
+
+
+def _status_json(status: TaskStatus) -> str:
+    """A status as the header stores it, its message within MAX_STATUS_MESSAGE_BYTES."""
+    if status.message is not None:
+        keys.checked_json(
+            status.message.wire(),
+            "the status message",
+            limits.MAX_STATUS_MESSAGE_BYTES,
+            "MAX_STATUS_MESSAGE_BYTES",
+        )
+    return keys.dumps(status.wire())
+
+
+def _flow_state_json(flow_state: dict[str, Any]) -> str:
+    return keys.checked_json(
+        flow_state,
+        "the flow state (ctx.state)",
+        limits.MAX_FLOW_STATE_BYTES,
+        "MAX_FLOW_STATE_BYTES",
+    )
+
+
+def _event_item(
+    task_id: str, seq: int, event: StreamResponse, event_id: str = ""
+) -> dict[str, Any]:
+    """An event's item, its JSON within MAX_EVENT_BYTES."""
+    item = keys.event_item(task_id, seq, event, event_id)
+    size = keys.utf8_size(item[keys.EVENT_JSON]["S"])
+    if size > limits.MAX_EVENT_BYTES:
+        what = "a status update" if event.status_update is not None else "an artifact chunk"
+        raise TooLarge(f"{what} as JSON", size, limits.MAX_EVENT_BYTES, "MAX_EVENT_BYTES")
+    return item
 
 
 def _record_of(item: dict[str, Any]) -> TaskRecord:
@@ -54,6 +163,14 @@ class DynamoDBTaskLog(DynamoDBTable):
     """The TaskLogStore on the table."""
 
     # -- writes ----------------------------------------------------------------------------
+
+    def _sized_put(
+        self, item: dict[str, Any], what: str, condition: str | None = None
+    ) -> dict[str, Any]:
+        """A transaction Put of an expiring item, measured as written (`keys.checked`)."""
+        put = self._put(item, condition)
+        keys.checked(put["Put"]["Item"], what)
+        return put
 
     def _counter_update(
         self, owner: str, sk: str, add: dict[str, int], since: str | None = None
@@ -128,10 +245,12 @@ class DynamoDBTaskLog(DynamoDBTable):
                 record["dedupeUntil"] = {"N": str(dedupe.expires_at)}
                 put = self._put(record, f"{NEW_ITEM} OR dedupeUntil <= :now")
                 put["Put"]["ExpressionAttributeValues"] = {":now": {"N": str(int(time.time()))}}
+            keys.checked(put["Put"]["Item"], "the send's retry record")
             items.append(("dedupe", put))
         if push_config is not None:
             # In the same transaction: the webhook must exist before the turn's first event.
-            items.append(("push", self._put(keys.push_item(push_config))))
+            push = self._sized_put(keys.push_item(push_config), "the push notification config")
+            items.append(("push", push))
         return items
 
     def create_task(
@@ -152,11 +271,11 @@ class DynamoDBTaskLog(DynamoDBTable):
             "contextId": s(record.context_id),
             "owner": s(record.owner),
             "state": s(record.state.value),
-            "status": s(keys.dumps(record.status.wire())),
+            "status": s(_status_json(record.status)),
             "statusSeq": n(record.status_seq),
             "turn": n(record.turn),
             "exec": s(record.execution),
-            "flowState": s(keys.dumps(record.flow_state)),
+            "flowState": s(_flow_state_json(record.flow_state)),
             "hcount": n(1),
             keys.HOOKS: {"BOOL": push_config is not None},
             "createdAt": s(record.created_at or status_ts),
@@ -164,7 +283,14 @@ class DynamoDBTaskLog(DynamoDBTable):
             keys.INDEX_SORT: s(keys.index_sort_key(status_ts, record.task_id)),
         }
         if record.metadata:
-            header["meta"] = s(keys.dumps(record.metadata))
+            header["meta"] = s(
+                keys.checked_json(
+                    record.metadata,
+                    "the task's metadata",
+                    limits.MAX_REQUEST_METADATA_BYTES,
+                    "MAX_REQUEST_METADATA_BYTES",
+                )
+            )
         first: list[tuple[str, dict[str, Any]]] = []
         created_at = header["createdAt"]["S"]
         if keys.stands_for_first_event(
@@ -172,15 +298,17 @@ class DynamoDBTaskLog(DynamoDBTable):
         ):
             header[keys.FIRST_EVENT] = {"BOOL": True}  # the event is the header's creation
         else:
-            item = keys.event_item(record.task_id, record.status_seq, event)
-            first.append(("event", self._put(item, NEW_ITEM)))
+            item = _event_item(record.task_id, record.status_seq, event)
+            first.append(("event", self._sized_put(item, "the first event", NEW_ITEM)))
         header = self._expiring(header)  # as stored: its size decides where the message goes
         if not keys.with_first_message(header, message):
-            first.append(("history", self._put(keys.history_item(record.task_id, 1, message))))
+            item = keys.history_item(record.task_id, 1, message)
+            first.append(("history", self._sized_put(item, "the message")))
+        keys.checked(header, "the task header")
         counts = {"all": 1, keys.state_counter(record.state): 1}
         self._transact(
             [
-                ("header", self._put(header, NEW_ITEM)),
+                ("header", self._put(header, NEW_ITEM)),  # measured above, as stored
                 *first,
                 *self._counter_updates(
                     record.owner, _joined(record.task_id, record.context_id), counts, created_at
@@ -201,7 +329,7 @@ class DynamoDBTaskLog(DynamoDBTable):
         values: dict[str, Any] = {
             ":from": s(change.from_state.value),
             ":to": s(new_state.value),
-            ":status": s(keys.dumps(change.to_status.wire())),
+            ":status": s(_status_json(change.to_status)),
             ":seq": n(change.seq),
             ":gsk": s(keys.index_sort_key(status_ts, change.task_id)),
             ":turn": n(change.turn),
@@ -219,7 +347,7 @@ class DynamoDBTaskLog(DynamoDBTable):
             values[":exec"] = s(change.execution)
         if change.flow_state is not None:
             sets.append("flowState = :fs")
-            values[":fs"] = s(keys.dumps(change.flow_state))
+            values[":fs"] = s(_flow_state_json(change.flow_state))
         if change.push_config is not None:  # the turn's inline webhook (with the header)
             sets.append(f"{keys.HOOKS} = :hooks")
             values[":hooks"] = {"BOOL": True}
@@ -237,7 +365,7 @@ class DynamoDBTaskLog(DynamoDBTable):
             condition += " AND hcount = :hprev"
             values[":hprev"] = n(index - 1)
             item = keys.history_item(change.task_id, index, change.history_message)
-            history.append(("history", self._put(item)))
+            history.append(("history", self._sized_put(item, "the message")))
         header_event = in_header and keys.stands_for_working_event(
             change.task_id, change.context_id, status_ts, change.seq, change.event
         )
@@ -249,8 +377,8 @@ class DynamoDBTaskLog(DynamoDBTable):
             condition += f" AND attribute_exists({keys.FIRST_EVENT})"
             condition += f" AND attribute_not_exists({keys.WORKING_SEQ})"
         else:
-            item = keys.event_item(change.task_id, change.seq, change.event)
-            events.append(("event", self._put(item, NEW_ITEM)))
+            item = _event_item(change.task_id, change.seq, change.event)
+            events.append(("event", self._sized_put(item, "the status update", NEW_ITEM)))
         # An event item at a seq the header may stand for: not if it does.
         guarded = not header_event and change.seq <= keys.LAST_HEADER_EVENT_SEQ
         if guarded:
@@ -309,10 +437,12 @@ class DynamoDBTaskLog(DynamoDBTable):
         both an item and the header's."""
         if seq <= keys.LAST_HEADER_EVENT_SEQ:
             return self._append_early_event(task_id, seq, event, event_id)
+        item = self._expiring(_event_item(task_id, seq, event, event_id))
+        keys.checked(item, "the event")
         try:
             self._db.put_item(
                 TableName=self._table,
-                Item=self._expiring(keys.event_item(task_id, seq, event, event_id)),
+                Item=item,
                 ConditionExpression=NEW_ITEM,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -334,11 +464,9 @@ class DynamoDBTaskLog(DynamoDBTable):
         }
         if values:
             check["ExpressionAttributeValues"] = values
-        item = keys.event_item(task_id, seq, event, event_id)
+        put = self._sized_put(_event_item(task_id, seq, event, event_id), "the event", NEW_ITEM)
         try:
-            self._transact(
-                [("header", {"ConditionCheck": check}), ("event", self._put(item, NEW_ITEM))]
-            )
+            self._transact([("header", {"ConditionCheck": check}), ("event", put)])
         except ConflictError as conflict:
             if "event" in conflict.failed and event_id:
                 existing = self._get(keys.task_key(task_id, keys.event_sk(seq))) or {}
@@ -354,7 +482,7 @@ class DynamoDBTaskLog(DynamoDBTable):
         condition = "#turn = :turn AND #st = :working"
         names = {"#turn": "turn", "#st": "state"}
         values = {
-            ":fs": s(keys.dumps(flow_state)),
+            ":fs": s(_flow_state_json(flow_state)),
             ":turn": n(turn),
             ":working": s(TaskState.WORKING.value),
         }
