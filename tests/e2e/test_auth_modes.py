@@ -1,7 +1,9 @@
 """Authentication modes of the local stack, end to end: `scripts/dev --param Auth=ApiKey|Jwt|Iam`
 runs the real authorizer (or SigV4 check) as API Gateway would, and credentials are made with
 `scripts/auth`, run as a user runs it. Raw httpx: the checks here are the gateway's own answers
-(401/403 bodies and headers), which no A2A binding's wire shape describes.
+(401/403 bodies and headers), which no A2A binding's wire shape describes. A credential is
+never accepted once expired or revoked, whatever the authorizer cache holds (the variants per
+mode are at the end).
 
 One server per mode, for the module; the open mode (Auth=None) is the session's server.
 """
@@ -13,7 +15,9 @@ import time
 import uuid
 from collections.abc import Generator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
@@ -32,7 +36,7 @@ CHALLENGE = {
     "Jwt": 'Bearer realm="a2a"',
     "Iam": "AWS4-HMAC-SHA256",
 }
-CACHE_TTL_SECONDS = 1
+CACHE_TTL_SECONDS = 5  # the ApiKey server's: long enough to revoke a key while cached
 
 apikey_server = server_fixture(
     "auth-apikey",
@@ -245,7 +249,6 @@ def test_a_bad_credential_is_refused(mode: str, server: DevServer) -> None:
             HeaderAuth("X-API-Key", "a2a_" + "x" * 56),  # unknown key
             HeaderAuth("X-API-Key", "not-a-key"),
         ]
-        expected = 401
     elif mode == "Jwt":
         header, payload, signature = good.secret.split(".")
         flipped = payload[:-2] + ("A" if payload[-2] != "A" else "B") + payload[-1]
@@ -254,41 +257,70 @@ def test_a_bad_credential_is_refused(mode: str, server: DevServer) -> None:
             HeaderAuth("Authorization", "Bearer not-a-jwt"),
             HeaderAuth("Authorization", good.secret),  # no Bearer
         ]
-        expected = 401
     else:
+        # API Gateway's INVALID_SIGNATURE: the template answers it 401 with the challenge.
         bad = [
             BotocoreSigV4(good.key_id, "0" * 40),  # wrong secret
             BotocoreSigV4("AKIA" + "X" * 16, good.secret),  # unknown access key
         ]
-        expected = 403
     for auth in bad:
         with client(server, auth) as http:
-            response = http.get("/tasks")
-            assert response.status_code == expected, response.text
-            error = response.json()["error"]
-            assert error["code"] == expected
-            if expected == 401:
-                assert response.headers["www-authenticate"] == CHALLENGE[mode]
+            assert_unauthenticated(http.get("/tasks"), mode)
     with client(server, good.auth) as http:
         assert http.get("/tasks").status_code == 200
+
+
+@pytest.mark.parametrize("mode", ["ApiKey", "Jwt"])
+def test_two_different_credentials_in_one_request_are_refused(
+    mode: str, request: pytest.FixtureRequest
+) -> None:
+    """Whichever value API Gateway's cache is keyed by, and whether or not that value's answer
+    is cached (the first is, here): 401, as the authorizer answers when it is asked."""
+    server: DevServer = request.getfixturevalue(f"{mode.lower()}_server")
+    first, second = (credential(mode, server, unique(n)) for n in ("erin", "frank"))
+    name = "X-API-Key" if mode == "ApiKey" else "Authorization"
+    values = [
+        (first.secret if mode == "ApiKey" else f"Bearer {first.secret}"),
+        (second.secret if mode == "ApiKey" else f"Bearer {second.secret}"),
+    ]
+    with client(server, first.auth) as http:
+        assert http.get("/tasks").status_code == 200  # the first credential's answer cached
+    for pair in (values, values[::-1]):
+        response = httpx.get(
+            server.base_url + "/tasks",
+            headers=[("A2A-Version", "1.0"), (name, pair[0]), (name, pair[1])],
+        )
+        assert_unauthenticated(response, mode)
 
 
 # -- per mode ----------------------------------------------------------------------------------
 
 
-def test_a_revoked_key_is_refused_after_the_cache_ttl(apikey_server: DevServer) -> None:
+def test_a_revoked_key_is_refused_at_once_and_after_the_cache_ttl(
+    apikey_server: DevServer,
+) -> None:
     key = credential("ApiKey", apikey_server, unique("dave"))
     listed = auth_command(apikey_server.base_url, "--json", "list-keys")
     assert key.key_id in listed and key.secret not in listed
     with client(apikey_server, key.auth) as http:
+        cached_from = time.monotonic()
         assert http.get("/tasks").status_code == 200
         auth_command(apikey_server.base_url, "revoke-key", key.key_id)
-        # Within the TTL API Gateway may reuse the authorizer's answer, but the key's usage
-        # plan key is gone: never a 200.
-        assert http.get("/tasks").status_code in (401, 403)
+        # Within the TTL API Gateway reuses the authorizer's answer, but the key's usage plan
+        # key is gone (INVALID_API_KEY, "Forbidden"): the same 401 as after it.
+        still_cached = time.monotonic() - cached_from < CACHE_TTL_SECONDS - 0.5
+        response = http.get("/tasks")
+        assert_unauthenticated(response, "ApiKey")
+        if still_cached:  # revoking took most of the TTL on a loaded machine: not this path
+            assert response.json()["error"]["message"] == "Forbidden"
         time.sleep(CACHE_TTL_SECONDS + 0.5)
-        assert_unauthenticated(http.get("/tasks"), "ApiKey")
-        assert_unauthenticated(http.post("/message:send", json=message("x")), "ApiKey")
+        for response in (http.get("/tasks"), http.post("/message:send", json=message("x"))):
+            assert_unauthenticated(response, "ApiKey")
+            assert response.json()["error"]["message"] == "Unauthorized"  # the authorizer's
+    assert EXPIRY_VARIANTS["ApiKey"] == [
+        "revoked, answer still cached",
+        "revoked, after the cache TTL",
+    ]
 
 
 def test_admin_endpoints_of_other_modes_are_404(
@@ -317,3 +349,156 @@ def test_auth_none_is_open_with_x_local_principal(dev_server: DevServer) -> None
         assert as_erin.get(f"/tasks/{task_id}").status_code == 200
         assert as_frank.get(f"/tasks/{task_id}").status_code == 404
         assert as_erin.post("/_local/keys", json={"principal": "x"}).status_code == 404
+
+
+# -- no acceptance after expiry ----------------------------------------------------------------
+#
+# The variants per mode (the count the report quotes is the number of `EXPIRY_VARIANTS` rows
+# each mode's tests try): a Jwt server caches the authorizer's answer for the template's 300 s,
+# so a token accepted once is still in the cache when it expires; the functions refuse it from
+# the authorizer's `expiresAt` on. SigV4 has no cache: API Gateway checks X-Amz-Date (5 min
+# either way) and the session token on every request.
+
+EXPIRY_VARIANTS = {
+    "Jwt": [
+        "expired at first use",
+        "expired while cached: GET /tasks",
+        "expired while cached: GET /tasks/{id}",
+        "expired while cached: POST /message:send",
+        "expired while cached: JSON-RPC POST /",
+        "expired while cached: SSE POST /message:stream",
+        "nbf in the future",
+        "no exp",
+    ],
+    "Iam": [
+        "X-Amz-Date 6 min old",
+        "X-Amz-Date 16 min old",
+        "X-Amz-Date 6 min ahead",
+        "X-Amz-Date 16 min ahead",
+        "a session token the stack never issued",
+    ],
+    "ApiKey": ["revoked, answer still cached", "revoked, after the cache TTL"],
+}
+# The functions' refusal; the gateway's (the authorizer refused) is "Unauthorized".
+EXPIRED_MESSAGE = "The credential has expired"
+CACHED_WINDOW_SECONDS = 20  # how long the token below stays valid once minted
+
+
+def mint(server: DevServer, sub: str, **lifetime: int | None) -> str:
+    """A token of the local issuer with its `nbf`/`exp` set (None: left out)."""
+    response = httpx.post(
+        f"{server.base_url}/_local/tokens",
+        json={"sub": sub, "scopes": ["tasks"], "claims": lifetime},
+        timeout=60.0,
+    )
+    assert response.status_code == 200, response.text
+    return str(response.json()["token"])
+
+
+def bearer(token: str) -> httpx.Auth:
+    return HeaderAuth("Authorization", f"Bearer {token}")
+
+
+def assert_refused(response: httpx.Response, mode: str, message: str | None = None) -> None:
+    """401 naming the scheme: the gateway's google.rpc body, or a function's (HTTP+JSON, or
+    the JSON-RPC error of `POST /`)."""
+    assert response.status_code == 401, response.text
+    assert response.headers["www-authenticate"] == CHALLENGE[mode]
+    body = response.json()
+    if "jsonrpc" in body:
+        assert body["error"]["code"] == -31401, body
+        text = body["error"]["message"]
+    else:
+        assert_unauthenticated(response, mode)
+        text = body["error"]["message"]
+    if message is not None:
+        assert text == message, body
+
+
+def test_a_jwt_is_never_accepted_after_it_expired(jwt_server: DevServer) -> None:
+    from a2a_serverless.core.auth import LEEWAY_SECONDS
+
+    name = unique("erin")
+    now = int(time.time())
+    # Past `exp` but within the authorizer's leeway: accepted, and cached for 300 s; refused
+    # by the authorizer (and so by the functions) from exp + leeway = now + the window on.
+    expires_at = now + CACHED_WINDOW_SECONDS
+    cached = mint(jwt_server, name, exp=expires_at - LEEWAY_SECONDS, nbf=now - 5)
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+    with client(jwt_server, bearer(cached)) as http:
+        sent = http.post("/message:send", json=message("before"))
+        assert sent.status_code == 200, sent.text
+        task_id = sent.json()["task"]["id"]
+        assert http.get("/tasks").status_code == 200
+        assert http.get(f"/tasks/{task_id}").status_code == 200
+        assert http.post("/", json=rpc).json()["result"]["tasks"]
+        with http.stream("POST", "/message:stream", json=message("stream")) as stream:
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            stream.read()
+        assert time.time() < expires_at, "the valid requests took longer than the window"
+
+        time.sleep(max(0.0, expires_at - time.time()) + 1.0)
+        # Still within the cache TTL: refused by the functions, not the authorizer.
+        refusals = {
+            "GET /tasks": http.get("/tasks"),
+            "GET /tasks/{id}": http.get(f"/tasks/{task_id}"),
+            "POST /message:send": http.post("/message:send", json=message("after")),
+            "JSON-RPC POST /": http.post("/", json=rpc),
+            "SSE POST /message:stream": http.post("/message:stream", json=message("after")),
+        }
+    for route, response in refusals.items():
+        assert f"expired while cached: {route}" in EXPIRY_VARIANTS["Jwt"]
+        assert_refused(response, "Jwt", EXPIRED_MESSAGE)
+
+    # Refused by the authorizer itself: expired before its first use, not yet valid, no exp.
+    for lifetime in (
+        {"exp": now - LEEWAY_SECONDS - 5},
+        {"nbf": now + LEEWAY_SECONDS + 300},
+        {"exp": None},
+    ):
+        with client(jwt_server, bearer(mint(jwt_server, name, **lifetime))) as http:
+            assert_refused(http.get("/tasks"), "Jwt", "Unauthorized")
+            assert_refused(http.post("/", json=rpc), "Jwt", "Unauthorized")
+
+
+class SkewedSigV4(BotocoreSigV4):
+    """Signs as an SDK on a clock `skew` off would, optionally with a session token."""
+
+    def __init__(self, access: str, secret: str, skew: timedelta, token: str | None = None):
+        super().__init__(access, secret)
+        self.credentials = Credentials(access, secret, token)
+        self.skew = skew
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        skewed = datetime.now(UTC).replace(tzinfo=None) + self.skew
+        with mock.patch("botocore.auth.get_current_datetime", lambda: skewed):
+            yield from super().auth_flow(request)
+
+
+def test_a_stale_or_future_signature_or_unknown_session_token_is_refused(
+    iam_server: DevServer,
+) -> None:
+    good = credential("Iam", iam_server, unique("frank"))
+    variants = {
+        "X-Amz-Date 6 min old": (timedelta(minutes=-6), None, "Signature expired"),
+        "X-Amz-Date 16 min old": (timedelta(minutes=-16), None, "Signature expired"),
+        "X-Amz-Date 6 min ahead": (timedelta(minutes=6), None, "Signature not yet current"),
+        "X-Amz-Date 16 min ahead": (timedelta(minutes=16), None, "Signature not yet current"),
+        "a session token the stack never issued": (
+            timedelta(0),
+            "FwoGZXIvYXdzEXAMPLE",
+            "The security token included in the request is invalid.",
+        ),
+    }
+    assert list(variants) == EXPIRY_VARIANTS["Iam"]
+    for skew, token, reason in variants.values():
+        with client(iam_server, SkewedSigV4(good.key_id, good.secret, skew, token)) as http:
+            for method, path, body in PROTECTED[:4]:
+                response = http.request(method, path, json=body)
+                assert_refused(response, "Iam")
+                assert response.json()["error"]["message"].startswith(reason), response.text
+    # Within the window (a clock 4 minutes off) the same signer is accepted.
+    near = SkewedSigV4(good.key_id, good.secret, timedelta(minutes=-4))
+    with client(iam_server, near) as http:
+        assert http.get("/tasks").status_code == 200

@@ -11,8 +11,9 @@ import pytest
 from tests.template.sam import resolve_ifs, rest_api_body
 
 # responseType -> (HTTP status, google.rpc status name). The statuses are API Gateway's own for
-# each type (supported-gateway-response-types), except the unknown route's 404; the names are
-# google.rpc's for the HTTP status (code.proto), INVALID_ARGUMENT for 413 and 415.
+# each type (supported-gateway-response-types), except the unknown route's 404 and the 401 of
+# a credential the gateway refuses itself (its default is 403); the names are google.rpc's for
+# the HTTP status (code.proto), INVALID_ARGUMENT for 413 and 415.
 EXPECTED = {
     "MISSING_AUTHENTICATION_TOKEN": (404, "NOT_FOUND"),  # unknown path or method (not Iam)
     "RESOURCE_NOT_FOUND": (404, "NOT_FOUND"),
@@ -20,9 +21,9 @@ EXPECTED = {
     "BAD_REQUEST_PARAMETERS": (400, "INVALID_ARGUMENT"),
     "UNAUTHORIZED": (401, "UNAUTHENTICATED"),
     "ACCESS_DENIED": (403, "PERMISSION_DENIED"),
-    "EXPIRED_TOKEN": (403, "PERMISSION_DENIED"),
-    "INVALID_API_KEY": (403, "PERMISSION_DENIED"),
-    "INVALID_SIGNATURE": (403, "PERMISSION_DENIED"),
+    "EXPIRED_TOKEN": (401, "UNAUTHENTICATED"),
+    "INVALID_API_KEY": (401, "UNAUTHENTICATED"),
+    "INVALID_SIGNATURE": (401, "UNAUTHENTICATED"),
     "WAF_FILTERED": (403, "PERMISSION_DENIED"),
     "REQUEST_TOO_LARGE": (413, "INVALID_ARGUMENT"),
     "UNSUPPORTED_MEDIA_TYPE": (415, "INVALID_ARGUMENT"),
@@ -94,10 +95,15 @@ def test_the_fallbacks_pin_no_status(cfn: dict[str, Any], response_type: str) ->
     _status_shaped(response, *FALLBACKS[response_type])
 
 
+# What API Gateway answers a missing, bad, expired or revoked credential with (a 401), and a
+# caller it knows but does not allow (the one 403 of authentication).
+CREDENTIAL_REFUSALS = ("UNAUTHORIZED", "EXPIRED_TOKEN", "INVALID_API_KEY", "INVALID_SIGNATURE")
+
+
 def test_authentication_and_authorization_are_told_apart(cfn: dict[str, Any]) -> None:
     responses = _responses(cfn)
-    assert responses["UNAUTHORIZED"]["statusCode"] == "401"
-    assert {responses[t]["statusCode"] for t in ("ACCESS_DENIED", "EXPIRED_TOKEN")} == {"403"}
+    assert {responses[t]["statusCode"] for t in CREDENTIAL_REFUSALS} == {"401"}
+    assert responses["ACCESS_DENIED"]["statusCode"] == "403"
 
 
 def test_unknown_routes_are_404_not_found(cfn: dict[str, Any]) -> None:
@@ -154,6 +160,19 @@ def test_unauthorized_is_401_and_names_the_scheme(cfn: dict[str, Any], auth: str
     assert set(response.get("responseParameters", {})) <= {
         "gatewayresponse.header.WWW-Authenticate"
     }
+
+
+@pytest.mark.parametrize("response_type", CREDENTIAL_REFUSALS)
+@pytest.mark.parametrize("auth", sorted(CHALLENGES))
+def test_every_refused_credential_is_401_naming_the_scheme(
+    cfn: dict[str, Any], auth: str, response_type: str
+) -> None:
+    # A bad or expired SigV4 signature (Iam), a revoked key whose cached authorizer answer
+    # names a usage-plan key no longer in the plan (ApiKey): the challenge of the mode.
+    response = _responses(cfn, {"Auth": auth})[response_type]
+    assert response["statusCode"] == "401"
+    _status_shaped(response, 401, "UNAUTHENTICATED")
+    assert _header(response, "WWW-Authenticate") == CHALLENGES[auth]
 
 
 @pytest.mark.parametrize("auth", ["ApiKey", "Jwt", "None"])

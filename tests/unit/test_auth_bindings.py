@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 from a2a.types import AgentCard as SdkAgentCard
 from google.protobuf import json_format
+from starlette.datastructures import Headers
 
 from a2a_serverless.bindings.http import CHALLENGES, REQUEST_CONTEXT_HEADER
 from a2a_serverless.bindings.jsonrpc import jsonrpc_router
@@ -143,7 +144,7 @@ def test_claims_and_scopes_reach_the_caller(auth_mode: Any) -> None:
 
     class FakeRequest:
         scope: dict[str, Any] = {"aws.event": {"requestContext": JWT_CONTEXT}}
-        headers: dict[str, str] = {}
+        headers = Headers()
 
     found = caller(FakeRequest())  # type: ignore[arg-type]
     assert found == Caller(

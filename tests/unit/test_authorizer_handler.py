@@ -91,7 +91,9 @@ def check_shape(response: dict[str, Any], principal: str, scheme: str) -> dict[s
         ],
     }
     context = response["context"]
-    assert set(context) == {"principal", "scheme", "claims", "scopes"}
+    # A JWT's context also says when it expires (an API key does not expire by itself).
+    expiring = {"expiresAt"} if scheme == "jwt" else set()
+    assert set(context) == {"principal", "scheme", "claims", "scopes"} | expiring
     assert all(isinstance(value, str) for value in context.values())
     assert context["principal"] == principal and context["scheme"] == scheme
     claims = json.loads(context["claims"])

@@ -114,8 +114,8 @@ def test_unauthorized_is_the_templates_401_with_its_challenge(auth: str) -> None
     ("response_type", "status", "code"),
     [
         ("ACCESS_DENIED", 403, "PERMISSION_DENIED"),
-        ("INVALID_API_KEY", 403, "PERMISSION_DENIED"),
-        ("INVALID_SIGNATURE", 403, "PERMISSION_DENIED"),
+        ("INVALID_API_KEY", 401, "UNAUTHENTICATED"),
+        ("INVALID_SIGNATURE", 401, "UNAUTHENTICATED"),
         ("AUTHORIZER_FAILURE", 500, "INTERNAL"),
     ],
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -75,16 +76,21 @@ CHALLENGES = {
 CLAIMS_MAX_CHARS = 8192  # authorizer context values are strings; a bigger one is dropped
 
 
-def caller(request: Request) -> Caller:
+def caller(request: Request, *, now: float | None = None) -> Caller:
     """Who calls: the authorizer's principal (ApiKey, Jwt), the SigV4 caller (Iam), the local
     stack's named principal, or the anonymous one of an open stack.
 
     Only API Gateway writes the request context. With Auth on, a request that reaches a
-    function without an identity (a route left unprotected by mistake) is refused here too.
+    function without an identity (a route left unprotected by mistake) is refused here too,
+    and so is one whose authorizer context says its credential expired (`expiresAt`, epoch
+    seconds, at or before `now`): API Gateway may serve a cached answer past that second.
     """
+    settings = get_settings()
+    _refuse_ambiguous(request, settings.auth_mode)
     context = request_context(request)
     authorizer = context.get("authorizer")
     if isinstance(authorizer, dict):
+        _refuse_expired(authorizer, time.time() if now is None else now)
         found = _authorizer_caller(authorizer)
         if found is not None:
             return found
@@ -98,10 +104,37 @@ def caller(request: Request) -> Caller:
                 if isinstance(identity.get(key), str) and identity[key]
             }
             return Caller(arn, "iam", claims)
-    settings = get_settings()
     if settings.auth_mode != "None":
         raise AuthenticationRequiredError()
     return Caller(settings.anonymous_principal, "none")
+
+
+# The header that carries the credential, per Auth mode.
+CREDENTIAL_HEADERS = {"ApiKey": "X-API-Key", "Jwt": "Authorization", "Iam": "Authorization"}
+
+
+def _refuse_ambiguous(request: Request, auth_mode: str) -> None:
+    """AuthenticationRequiredError when the credential header comes with different values:
+    the authorizer refuses that, but API Gateway's cache (keyed by one of the values) may
+    admit the request without asking it."""
+    name = CREDENTIAL_HEADERS.get(auth_mode)
+    if name and len(set(request.headers.getlist(name))) > 1:
+        raise AuthenticationRequiredError(f"Several {name} headers with different values")
+
+
+def _refuse_expired(authorizer: dict[str, Any], now: float) -> None:
+    """AuthenticationRequiredError when the authorizer's `expiresAt` has come (or cannot be
+    read: only our authorizer writes it, so an unreadable one is refused, not ignored)."""
+    if "expiresAt" not in authorizer:
+        return  # a credential that does not expire by itself (an API key)
+    value = authorizer["expiresAt"]
+    try:
+        expires_at = int(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        expires_at = None
+    # The same instant the authorizer starts refusing the credential: no leeway of our own.
+    if expires_at is None or now >= expires_at:
+        raise AuthenticationRequiredError("The credential has expired")
 
 
 def _authorizer_caller(authorizer: dict[str, Any]) -> Caller | None:

@@ -11,7 +11,10 @@ cached by API Gateway per credential. Nothing here knows HTTP beyond header name
   value of its own, never the client's secret) that throttles it.
 - **JWT** (any OIDC issuer): RS256/ES256 only, verified by joserfc with a key of the issuer's
   JWKS chosen by `kid` (the token's own `jku`/`jwk`/`x5u` headers are never followed);
-  `iss`, `aud`, `exp`, `sub` required, `nbf`/`iat` honoured with 60 s leeway.
+  `iss`, `aud`, `exp`, `sub` required, `exp`/`nbf`/`iat` honoured with 60 s leeway. A token is
+  refused from `exp` + leeway on; `Authenticated.expires_at` is that second, which the
+  authorizer passes on so the functions refuse the token then even while API Gateway still
+  serves the cached answer.
 
 Failures raise `Unauthenticated` with a reason for the logs; a reason never holds the
 credential (fixed texts, error class names, HTTP statuses, key ids).
@@ -22,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 import secrets
 import string
@@ -53,10 +57,13 @@ class Unauthenticated(Exception):
 
 @dataclass(frozen=True)
 class Authenticated:
-    """Who the credential names, and (ApiKey mode) the usage plan key that meters it."""
+    """Who the credential names, (ApiKey mode) the usage plan key that meters it, and the
+    epoch second from which the authenticator refuses the credential (None: it never
+    expires by itself)."""
 
     caller: Caller
     usage_key: str | None = None
+    expires_at: int | None = None
 
 
 def header_value(headers: Mapping[str, Any] | None, name: str) -> str | None:
@@ -483,7 +490,7 @@ class JwtAuthenticator:
             claims=bounded_claims(claims),
             scopes=scopes_of(claims),
         )
-        return Authenticated(caller)
+        return Authenticated(caller, expires_at=math.ceil(claims["exp"]) + self._leeway)
 
 
 # -- configuration ---------------------------------------------------------------------------

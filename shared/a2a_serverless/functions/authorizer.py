@@ -2,9 +2,12 @@
 
 Allows the whole stage for the credential's principal (API Gateway caches the answer per
 credential and reuses it for every route), passing the caller on in the context (strings
-only, as API Gateway requires) and, in ApiKey mode, the usage plan key to meter. Any
-credential problem is `Exception("Unauthorized")` (exactly: API Gateway answers 401). Logs
-name the failure reason and the key id, never a credential.
+only, as API Gateway requires) and, in ApiKey mode, the usage plan key to meter. A credential
+that expires (a JWT) adds `expiresAt`, the epoch second from which this authorizer would
+refuse it: the functions refuse it from then on (bindings/http.py `caller`), as API Gateway
+may serve the cached answer past it. Any credential problem is `Exception("Unauthorized")`
+(exactly: API Gateway answers 401). Logs name the failure reason and the key id, never a
+credential.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ def _allow(authenticated: Authenticated, method_arn: str) -> dict[str, Any]:
             "scopes": " ".join(caller.scopes),
         },
     }
+    if authenticated.expires_at is not None:
+        response["context"]["expiresAt"] = str(authenticated.expires_at)
     if authenticated.usage_key:
         response["usageIdentifierKey"] = authenticated.usage_key
     return response

@@ -436,7 +436,8 @@ class Guard:
             usage_key = result.get("usageIdentifierKey")
         if security.api_key_required:
             # Key source AUTHORIZER: the key is the authorizer's usageIdentifierKey; no key,
-            # or one the usage plan does not hold, is API Gateway's 403 Forbidden.
+            # or one the usage plan does not hold, is INVALID_API_KEY ("Forbidden"), checked
+            # on every request, a cached answer's too: a revoked key's usage-plan key is gone.
             if not usage_key or self.usage_plan is None or not self.usage_plan.admit(usage_key):
                 raise GatewayError("INVALID_API_KEY", FORBIDDEN_MESSAGE)
             admitted.identity["apiKey"] = usage_key

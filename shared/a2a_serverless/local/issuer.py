@@ -20,6 +20,7 @@ ALGORITHM = "ES256"
 LOCAL_AUDIENCE = "a2a-local"
 ISSUER_PATH = "/_local/oidc"
 MAX_EXPIRES_IN = 24 * 3600
+LIFETIME_CLAIMS = ("nbf", "exp")  # what a caller's extra claims may set (or leave out)
 
 
 class LocalIssuer:
@@ -54,13 +55,21 @@ class LocalIssuer:
         expires_in: int = 3600,
         claims: dict[str, Any] | None = None,
     ) -> str:
-        """A signed JWT for `sub` (extra `claims` may not override the registered ones)."""
+        """A signed JWT for `sub`. Extra `claims` may not override the identity claims (`iss`,
+        `aud`, `sub`, `iat`, `jti`); they may set the lifetime ones, `nbf` and `exp`, to an
+        integer epoch second, or `null` to leave the claim out (to try how the authorizer
+        treats a token not yet valid, expired or without an expiry)."""
         if not isinstance(sub, str) or not sub or len(sub) > 255:
             raise ValueError("sub must be a non-empty string of at most 255 characters")
         if not isinstance(expires_in, int) or not 1 <= expires_in <= MAX_EXPIRES_IN:
             raise ValueError(f"expiresIn must be 1..{MAX_EXPIRES_IN} seconds")
+        extra = dict(claims or {})
+        lifetime = {name: extra.pop(name) for name in LIFETIME_CLAIMS if name in extra}
+        for name, value in lifetime.items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"claims.{name} must be an integer epoch second or null")
         now = int(time.time())
-        payload: dict[str, Any] = dict(claims or {})
+        payload: dict[str, Any] = extra
         payload.update(
             {
                 "iss": self.issuer,
@@ -72,6 +81,9 @@ class LocalIssuer:
                 "jti": secrets.token_hex(8),
             }
         )
+        payload.update(lifetime)
+        for name in [name for name, value in lifetime.items() if value is None]:
+            del payload[name]
         if scopes:
             payload["scope"] = " ".join(scopes)
         return jwt.encode({"alg": ALGORITHM, "kid": self.kid, "typ": "JWT"}, payload, self._key)

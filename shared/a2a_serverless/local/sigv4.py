@@ -3,11 +3,14 @@
 API Gateway checks a SigV4-signed request (`AWS_IAM` on a method) before it reaches the
 function: it recomputes the signature over the received method, path, query, signed headers
 and body with the secret of the access key the request names, and refuses the request when
-the two differ or the signature is more than 5 minutes old. Here the recomputation is
+the two differ or the signature's X-Amz-Date is more than 5 minutes from its clock, either way
+("Signature expired" / "Signature not yet current", the window API Gateway's own messages
+name; no authorizer cache is involved: every request is checked). Here the recomputation is
 botocore's own signer (the one AWS SDK clients sign with), fed with what the server received;
 the secrets come from a local credential table (`IamUsers`, filled by `scripts/auth
-iam-credentials`). Nothing here is hand-written cryptography: canonical request, string to
-sign and signing key are botocore's.
+iam-credentials`), long-term access keys only: the local stack issues no session tokens, so
+a request carrying one is refused as AWS refuses a token it does not know. Nothing here is
+hand-written cryptography: canonical request, string to sign and signing key are botocore's.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ _AUTHORIZATION = re.compile(
 
 
 class SignatureError(Exception):
-    """A request whose signature API Gateway would refuse (403), with its message."""
+    """A request whose signature API Gateway would refuse (INVALID_SIGNATURE: 403 by default,
+    401 with the SigV4 challenge by the template's gateway response), with its message."""
 
 
 class MissingSignature(Exception):
@@ -126,8 +130,8 @@ def verify(
     """The IAM user whose valid SigV4 signature the request carries.
 
     Raises MissingSignature without an Authorization header, SignatureError (API Gateway's
-    403 message) for a malformed header, an unknown key, a wrong scope, a stale date or a
-    signature that does not match.
+    message) for a malformed header, an unknown key, a session token, a wrong scope, a date
+    more than 5 minutes off or a signature that does not match.
     """
     authorization = _header(headers, "authorization")
     if not authorization:
@@ -175,7 +179,9 @@ def verify(
     if declared_hash is not None and not hmac.compare_digest(declared_hash, body_hash):
         raise SignatureError("The provided 'x-amz-content-sha256' header does not match")
     user = users.get(access_key_id)
-    if user is None:
+    session_token = _header(headers, "x-amz-security-token")
+    # A long-term key takes no session token; any token sent is one AWS never issued with it.
+    if user is None or session_token is not None:
         raise SignatureError("The security token included in the request is invalid.")
     received = AWSRequest(
         method=method.upper(),
@@ -186,9 +192,8 @@ def verify(
         if name.lower() in signed:
             received.headers[name.lower()] = value  # HTTPHeaders: repeated names kept
     received.context["timestamp"] = amz_date
-    session_token = _header(headers, "x-amz-security-token")
     signer = _ReceivedRequestSigner(
-        Credentials(user.access_key_id, user.secret_access_key, session_token), region, signed
+        Credentials(user.access_key_id, user.secret_access_key), region, signed
     )
     canonical = signer.canonical_request(received)
     expected = signer.signature(signer.string_to_sign(received, canonical), received)
