@@ -13,6 +13,7 @@ import binascii
 import copy
 import dataclasses
 import json
+import math
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -26,6 +27,7 @@ from a2a_serverless.store import (
     ConflictError,
     Dedupe,
     InvalidPageToken,
+    LeaseGrant,
     ListQuery,
     PushDelivery,
     StatusChange,
@@ -457,6 +459,37 @@ class InMemoryApiKeyStore:
             for _, record in sorted(self.keys.items())
             if principal is None or record.principal == principal
         ]
+
+
+class InMemoryLeaseStore:
+    """LeaseStore in memory: (pool, slot) -> (lease id, expiry), whole seconds as DynamoDB's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.leases: dict[tuple[str, int], tuple[str, int]] = {}
+
+    def acquire_lease(
+        self, pool: str, slots: int, lease_id: str, expires_at: float, now: float
+    ) -> LeaseGrant:
+        with self._lock:
+            held = {
+                slot: expiry
+                for (name, slot), (_, expiry) in self.leases.items()
+                if name == pool and slot < slots and expiry >= int(now)
+            }
+            free = [slot for slot in range(slots) if slot not in held]
+            if not free:
+                return LeaseGrant(None, min(held.values(), default=now + 1))
+            self.leases[(pool, free[0])] = (lease_id, math.ceil(expires_at))
+            return LeaseGrant(free[0])
+
+    def release_lease(self, pool: str, slot: int, lease_id: str) -> bool:
+        with self._lock:
+            held = self.leases.get((pool, slot))
+            if held is None or held[0] != lease_id:
+                return False
+            del self.leases[(pool, slot)]
+            return True
 
 
 def _orphan(task_id: str) -> TaskRecord:

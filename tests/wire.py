@@ -390,6 +390,7 @@ V03_SETTLED_STATES = {
     "auth-required",
 }
 # JSON-RPC error codes and the ErrorInfo reason each must carry (spec §5.4, §9.5).
+RESOURCE_EXHAUSTED_CODE = -31429
 RPC_ERROR_REASONS = {
     -32001: "TASK_NOT_FOUND",
     -32002: "TASK_NOT_CANCELABLE",
@@ -400,6 +401,9 @@ RPC_ERROR_REASONS = {
     -32007: "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
     -32008: "EXTENSION_SUPPORT_REQUIRED",
     -32009: "VERSION_NOT_SUPPORTED",
+    # Not the spec's: this implementation's bound on a caller's long-lived connections
+    # (core/errors.py), answered with HTTP 429 too.
+    RESOURCE_EXHAUSTED_CODE: "RESOURCE_EXHAUSTED",
 }
 
 
@@ -535,6 +539,13 @@ def _check_v03_result(method: str, result: Any) -> Any:
     return result
 
 
+def _rpc_code(body: bytes | str) -> Any:
+    try:
+        return json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def check_jsonrpc_response(request: RpcRequest, status: int, body: bytes | str) -> Any:
     """Check one non-SSE answer of `POST /`; returns the result (parsed) or the error object."""
     if status == 204:
@@ -542,7 +553,10 @@ def check_jsonrpc_response(request: RpcRequest, status: int, body: bytes | str) 
         assert not body, "204 must have no body"
         assert request.has_id is False and request.is_object, "only a notification gets 204"
         return None
-    assert status == 200, f"JSON-RPC answers HTTP 200 (got {status}): {body[:300]!r}"
+    # A refusal for too many open connections says so to HTTP too (429, Retry-After).
+    assert status == 200 or (status == 429 and _rpc_code(body) == RESOURCE_EXHAUSTED_CODE), (
+        f"JSON-RPC answers HTTP 200 (got {status}): {body[:300]!r}"
+    )
     kept_alive, body = split_keepalive(body)
     if kept_alive:
         assert (request.version, request.method) in (

@@ -197,6 +197,20 @@ class Settings:
     stream_heartbeat_seconds: float = setting(
         15.0, gt=0, description="SSE comment sent when a stream has been quiet this long."
     )
+    max_connections_per_principal: int = setting(
+        10,
+        ge=0,
+        description="Long-lived connections (SSE streams, subscriptions, blocking sends) one "
+        "principal may hold at once, across every function instance and tenant (template: "
+        "MaxConnectionsPerPrincipal); more are refused with HTTP 429. 0: no bound.",
+    )
+    get_task_reserved_concurrency: int = setting(
+        -1,
+        ge=-1,
+        description="GetTaskFunction's reserved concurrency (template: GetTaskReservedConcurrency; "
+        "-1 or 0: none). Set, GET subscriptions may hold at most half of it, all principals "
+        "together, so GetTask reads always find executions.",
+    )
     auth_mode: Literal["ApiKey", "Jwt", "Iam", "None"] = setting(
         "None",
         description="How callers authenticate (the template's Auth parameter): ApiKey (X-API-Key "

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from a2a_serverless.core.auth import Authenticator
     from a2a_serverless.core.card import CardFactory
     from a2a_serverless.core.card_signing import CardSigner
+    from a2a_serverless.core.connections import ConnectionLimiter
     from a2a_serverless.core.egress import EgressPolicy
     from a2a_serverless.core.executor import StepFunctionsExecutor, TurnContext
     from a2a_serverless.core.push import PushService
@@ -220,6 +221,25 @@ def _service(flow: Flow | None) -> A2AService:
         streaming=settings.streaming,
         dedupe_window_seconds=settings.dedupe_window_seconds,
         replier=flow,
+        connections=connection_limiter(settings),
+    )
+
+
+def connection_limiter(settings: Settings) -> ConnectionLimiter:
+    """The bounds on long-lived connections, leased in the task table."""
+    from a2a_serverless.core.connections import ConnectionLimiter, ConnectionLimits
+
+    reserved = settings.get_task_reserved_concurrency
+    return ConnectionLimiter(
+        get_store(),
+        ConnectionLimits(
+            per_principal=settings.max_connections_per_principal,
+            # Half of GetTaskFunction's reserved pool (docs/architecture.md); unreserved, its
+            # pool is the account's and the per-principal bound is what limits each share.
+            get_subscriptions=reserved // 2 if reserved > 0 else None,
+            stream_seconds=settings.stream_max_seconds,
+            blocking_seconds=settings.blocking_max_wait_seconds,
+        ),
     )
 
 

@@ -12,6 +12,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
 from tests.contract.cases import *  # noqa: F403 (the contract's test functions)
+from tests.contract.lease_cases import *  # noqa: F403 (the LeaseStore's)
 from tests.integration.harness import ddb
 
 
@@ -50,6 +51,12 @@ def expire(table_stack: LocalStack) -> Callable[[str], dict[str, Any]]:
 @pytest.fixture
 def api_key_store(store: DynamoDBTaskStore) -> DynamoDBTaskStore:
     """The task store is the ApiKeyStore too (one table, see store/dynamodb/api_keys.py)."""
+    return store
+
+
+@pytest.fixture
+def lease_store(store: DynamoDBTaskStore) -> DynamoDBTaskStore:
+    """The task store is the LeaseStore too (one table, see store/dynamodb/leases.py)."""
     return store
 
 

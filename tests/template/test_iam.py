@@ -57,8 +57,14 @@ GRANTS: dict[str, dict[str, set[str]]] = {
     # test_the_authorizer_reads_api_key_items_only); JWTs need no AWS call (the JWKS is public).
     "AuthorizerFunction": {"dynamodb:GetItem": {TABLE}},
     "AgentCardFunction": {},
-    # A task, and a GET subscription's snapshot and event-log tail, are read as its partition.
-    "GetTaskFunction": {"dynamodb:Query": {TABLE}},
+    # A task, and a GET subscription's snapshot and event-log tail, are read as its partition;
+    # a GET subscription leases its connection (writes of lease items only: a LeadingKeys
+    # condition, test_lease_writes_are_scoped_to_lease_items).
+    "GetTaskFunction": {
+        "dynamodb:Query": {TABLE},
+        "dynamodb:PutItem": {TABLE},
+        "dynamodb:DeleteItem": {TABLE},
+    },
     # Counters by key, tasks through the indexes (GetItem never addresses an index).
     # A page's contents (artifacts, history) come in BatchGetItem rounds, never a read per task.
     "ListTasksFunction": {
@@ -66,7 +72,12 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "dynamodb:BatchGetItem": {TABLE},
         "dynamodb:Query": {TABLE, TABLE_INDEXES},
     },
-    "SendMessageFunction": {**WRITE, "states:StartExecution": {FLOW}},
+    # A blocking send releases its connection lease (DeleteItem of lease items only).
+    "SendMessageFunction": {
+        **WRITE,
+        "dynamodb:DeleteItem": {TABLE},
+        "states:StartExecution": {FLOW},
+    },
     # Streaming sends start executions (cancel stops none: EXPRESS has no StopExecution).
     # JSON-RPC on `POST /` serves every method here too: ListTasks (the indexes) and the push
     # config methods (DeleteItem).
@@ -186,7 +197,8 @@ def test_card_function_touches_no_data(cfn: dict[str, Any]) -> None:
 
 def test_readers_cannot_start_or_stop_work(cfn: dict[str, Any]) -> None:
     for name in ("GetTaskFunction", "ListTasksFunction"):
-        actions = set(grants(role_of(cfn, name)[1]))
+        # Unconditionally; GetTask's lease writes are scoped (test_lease_writes_are_scoped...).
+        actions = _unconditional_actions(role_of(cfn, name)[1])
         assert actions <= {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem"}, name
     send = set(grants(role_of(cfn, "SendMessageFunction")[1]))
     assert "states:StartExecution" in send
@@ -212,7 +224,8 @@ def test_no_broad_grants_anywhere(cfn: dict[str, Any]) -> None:
             resources = as_list(statement["Resource"])
             assert not [a for a in actions if "*" in a], (role_id, actions)
             assert "dynamodb:Scan" not in actions, role_id
-            if "dynamodb:DeleteItem" in actions:  # only push config deletion deletes
+            if "dynamodb:DeleteItem" in actions and "Condition" not in statement:
+                # Only push config deletion deletes anything; others delete lease items only.
                 deleters = {role_of(cfn, f)[0] for f in ("PushConfigFunction", "StreamFunction")}
                 assert role_id in deleters, role_id
             # Batch reads of a list page are fine; batch writes would bypass the conditions.
@@ -276,7 +289,48 @@ def test_the_authorizer_reads_api_key_items_only(cfn: dict[str, Any]) -> None:
         assert not other.startswith(keys.API_KEY_PREFIX), other
 
 
-def test_only_the_authorizer_has_a_condition(cfn: dict[str, Any]) -> None:
+def _unconditional_actions(role: dict[str, Any]) -> set[str]:
+    return {
+        action
+        for statement in statements(role)
+        if "Condition" not in statement
+        for action in as_list(statement["Action"])
+    }
+
+
+# The functions that lease long-lived connections beyond what they may do anyway: their lease
+# writes, on lease items only (store/keys.py LEASE_PREFIX; StreamFunction writes and deletes
+# anywhere already, for its other methods).
+LEASE_WRITES = {
+    "GetTaskFunction": ["dynamodb:PutItem", "dynamodb:DeleteItem"],
+    "SendMessageFunction": ["dynamodb:DeleteItem"],
+}
+
+
+def test_lease_writes_are_scoped_to_lease_items(cfn: dict[str, Any]) -> None:
+    """A lease write is allowed on items whose partition key starts with L# only (a connection
+    lease: no other item's partition key starts so)."""
+    from a2a_serverless.store import keys
+
+    for name, actions in LEASE_WRITES.items():
+        (statement,) = [s for s in statements(role_of(cfn, name)[1]) if "Condition" in s]
+        assert as_list(statement["Action"]) == actions, name
+        assert statement["Condition"] == {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [keys.LEASE_PREFIX + "*"]}
+        }, name
+        assert not set(actions) & _unconditional_actions(role_of(cfn, name)[1]), name
+    assert keys.lease_pk("P#alice")["S"].startswith(keys.LEASE_PREFIX)
+    for other in (
+        keys.TASK_PREFIX,
+        keys.OWNER_PREFIX,
+        keys.DEDUPE_PREFIX,
+        keys.API_KEY_PREFIX,
+        keys.API_KEY_LIST_PK,
+    ):
+        assert not other.startswith(keys.LEASE_PREFIX), other
+
+
+def test_only_the_authorizer_and_lease_writes_have_conditions(cfn: dict[str, Any]) -> None:
     """grants() reads action and resource only: every Condition of a role is checked here."""
     with_conditions = {
         role_id
@@ -284,7 +338,9 @@ def test_only_the_authorizer_has_a_condition(cfn: dict[str, Any]) -> None:
         for statement in statements(role)
         if "Condition" in statement
     }
-    assert with_conditions == {role_of(cfn, "AuthorizerFunction")[0]}
+    assert with_conditions == {
+        role_of(cfn, name)[0] for name in ("AuthorizerFunction", *LEASE_WRITES)
+    }
 
 
 def test_grant_check_can_fail(sam: dict[str, Any]) -> None:

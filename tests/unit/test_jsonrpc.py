@@ -13,8 +13,10 @@ import pytest
 
 from a2a_serverless.bindings.jsonrpc import V03, jsonrpc_router
 from a2a_serverless.bindings.rest import create_app
+from a2a_serverless.core.connections import Connection, unbounded
 from a2a_serverless.core.errors import TaskNotFoundError
 from a2a_serverless.core.send import AcceptedSend
+from a2a_serverless.core.service import A2AService
 from a2a_serverless.models import (
     ListTasksRequest,
     ListTasksResponse,
@@ -72,6 +74,12 @@ class StubService:
     def answer(self, accepted: AcceptedSend) -> SendMessageResponse:
         assert accepted.answer is not None
         return accepted.answer
+
+    def blocks(self, request: SendMessageRequest) -> bool:
+        return A2AService.blocks(request)
+
+    def connect(self, caller: object, kind: object) -> Connection:
+        return unbounded()  # bounds: tests/unit/test_connections.py
 
 
 class StubPush:

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from a2a_serverless.store import ApiKeyRecord, ApiKeyStore
-from tests.contract import cases
+from a2a_serverless.store import ApiKeyRecord, ApiKeyStore, LeaseGrant, LeaseStore
+from tests.contract import cases, lease_cases
 from tests.contract.cases import *  # noqa: F403 (the contract's test functions)
-from tests.fakes import InMemoryApiKeyStore, InMemoryTaskStore
+from tests.contract.lease_cases import *  # noqa: F403 (the LeaseStore's)
+from tests.fakes import InMemoryApiKeyStore, InMemoryLeaseStore, InMemoryTaskStore
 
 
 @pytest.fixture
@@ -30,6 +31,11 @@ def expire(store: InMemoryTaskStore) -> Callable[[str], dict[str, Any]]:
 @pytest.fixture
 def api_key_store() -> InMemoryApiKeyStore:
     return InMemoryApiKeyStore()
+
+
+@pytest.fixture
+def lease_store() -> InMemoryLeaseStore:
+    return InMemoryLeaseStore()
 
 
 # -- broken API key stores: each must fail a contract case -----------------------------------
@@ -113,4 +119,48 @@ def test_a_broken_api_key_store_fails_the_contract(
 ) -> None:
     # pytest.fail.Exception: a `pytest.raises` block that saw nothing raised.
     with pytest.raises((AssertionError, ValueError, pytest.fail.Exception)):
+        case(broken())
+
+
+# -- broken lease stores: each must fail a contract case ---------------------------------------
+
+
+class NeverExpires(InMemoryLeaseStore):
+    """An expired lease keeps its slot (a crashed instance's lease would leak forever)."""
+
+    def acquire_lease(
+        self, pool: str, slots: int, lease_id: str, expires_at: float, now: float
+    ) -> LeaseGrant:
+        return super().acquire_lease(pool, slots, lease_id, expires_at, 0.0)
+
+
+class ReleasesAnyLease(InMemoryLeaseStore):
+    """A release frees the slot whoever holds it (a late release frees another's lease)."""
+
+    def release_lease(self, pool: str, slot: int, lease_id: str) -> bool:
+        return self.leases.pop((pool, slot), None) is not None
+
+
+class IgnoresTheBound(InMemoryLeaseStore):
+    """Slots past `slots` are granted (a bound that bounds nothing)."""
+
+    def acquire_lease(
+        self, pool: str, slots: int, lease_id: str, expires_at: float, now: float
+    ) -> LeaseGrant:
+        return super().acquire_lease(pool, slots + 1, lease_id, expires_at, now)
+
+
+@pytest.mark.parametrize(
+    ("broken", "case"),
+    [
+        (NeverExpires, lease_cases.test_an_expired_lease_frees_its_slot),
+        (ReleasesAnyLease, lease_cases.test_an_expired_lease_frees_its_slot),
+        (IgnoresTheBound, lease_cases.test_a_pool_grants_as_many_leases_as_it_has_slots),
+    ],
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
+def test_a_broken_lease_store_fails_the_contract(
+    broken: type[InMemoryLeaseStore], case: Callable[[LeaseStore], Any]
+) -> None:
+    with pytest.raises(AssertionError):
         case(broken())

@@ -51,6 +51,13 @@ def a2a_error_details(exc: errors.A2AError) -> list[dict[str, Any]]:
     return error_details(exc.reason, exc.metadata, violations)
 
 
+def retry_headers(exc: Exception) -> dict[str, str]:
+    """Retry-After (seconds) for a refusal the client may retry later (HTTP 429)."""
+    if isinstance(exc, errors.TooManyConnectionsError):
+        return {"Retry-After": str(exc.retry_after)}
+    return {}
+
+
 def invalid_params_from(exc: ValidationError, prefix: str = "") -> errors.InvalidParamsError:
     """Pydantic errors as (field path, reason) pairs, e.g. `message.parts[0]`."""
     violations = []

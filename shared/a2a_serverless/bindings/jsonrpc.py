@@ -18,7 +18,13 @@ from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
+from a2a_serverless.bindings.connections import holding, release
+from a2a_serverless.bindings.errors import (
+    a2a_error_details,
+    error_details,
+    retry_headers,
+    validated,
+)
 from a2a_serverless.bindings.http import (
     NotJsonError,
     PayloadTooLarge,
@@ -41,6 +47,7 @@ from a2a_serverless.bindings.routing import APIRouter, run_in_thread
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.card import CardFactory
+from a2a_serverless.core.connections import Connection, ConnectionKind, unbounded
 from a2a_serverless.core.push import PushService
 from a2a_serverless.core.send import AcceptedSend
 from a2a_serverless.core.service import A2AService, StreamStart, scoped
@@ -184,6 +191,7 @@ class Call:
 class Streamed:
     start: StreamStart
     extensions: list[str] = field(default_factory=list)  # activated: echoed in the header
+    connection: Connection = field(default_factory=unbounded)  # held until the stream ends
 
 
 @dataclass
@@ -192,6 +200,7 @@ class Waiting:
 
     accepted: AcceptedSend
     extensions: list[str]  # activated: echoed in the response's header
+    connection: Connection = field(default_factory=unbounded)  # held until the answer
 
 
 @dataclass(frozen=True)
@@ -206,18 +215,43 @@ class Services:
 Handler = Callable[[Services, Call], Any]
 
 
+def _connected(
+    s: Services, call: Call, kind: ConnectionKind, long_lived: bool, opens: Callable[[], Any]
+) -> tuple[Any, Connection]:
+    """`opens()` within the caller's connection bounds (core/connections.py), admitted before
+    it writes anything: its result and the connection to release when the answer ends."""
+    connection = s.service.connect(call.caller, kind) if long_lived else unbounded()
+    try:
+        return opens(), connection
+    except BaseException:
+        connection.release()
+        raise
+
+
 def _send(s: Services, call: Call) -> Any:
     request = call.codec.send_request(call.params)
     activated = s.service.activate_extensions(call.extensions)
-    return Waiting(s.service.accept_message(call.owner, request, call.caller, activated), activated)
+    accepted, connection = _connected(
+        s,
+        call,
+        ConnectionKind.BLOCKING,
+        s.service.blocks(request),
+        lambda: s.service.accept_message(call.owner, request, call.caller, activated),
+    )
+    return Waiting(accepted, activated, connection)
 
 
 def _send_streaming(s: Services, call: Call) -> Any:
     request = call.codec.send_request(call.params)
     activated = s.service.activate_extensions(call.extensions)
-    return Streamed(
-        s.service.open_message_stream(call.owner, request, call.caller, activated), activated
+    start, connection = _connected(
+        s,
+        call,
+        ConnectionKind.STREAM,
+        True,
+        lambda: s.service.open_message_stream(call.owner, request, call.caller, activated),
     )
+    return Streamed(start, activated, connection)
 
 
 def _get_task(s: Services, call: Call) -> Any:
@@ -235,7 +269,11 @@ def _cancel(s: Services, call: Call) -> Any:
 
 
 def _subscribe(s: Services, call: Call) -> Any:
-    return Streamed(s.service.subscribe(call.owner, validated(_TaskIdParams, call.params).id))
+    task_id = validated(_TaskIdParams, call.params).id
+    start, connection = _connected(
+        s, call, ConnectionKind.STREAM, True, lambda: s.service.subscribe(call.owner, task_id)
+    )
+    return Streamed(start, connection=connection)
 
 
 class _ConfigParams(A2AModel):
@@ -403,6 +441,11 @@ def _reply(
                 media_type="application/json",
                 headers=challenge_headers(error),
             )
+        if isinstance(error, errors.TooManyConnectionsError):
+            # As HTTP's own 429, so that clients and proxies back off (Retry-After).
+            return SafeJSONResponse(
+                body, status_code=429, media_type="application/json", headers=retry_headers(error)
+            )
     else:
         body["result"] = result
     return SafeJSONResponse(body, media_type="application/json")
@@ -514,6 +557,7 @@ async def _endpoint(services: Services, request: Request) -> Response:
     has_id = True  # until the request is known to be a notification, errors are answered
     codec, version = V10, "1.0"  # until the version is known
     service = services.service
+    connection = unbounded()  # a stream's or a blocking send's, once admitted
     try:
         body = await read_body(request)
         try:
@@ -543,36 +587,48 @@ async def _endpoint(services: Services, request: Request) -> Response:
             requested_extensions(request),
         )
         result = await run_in_thread(handler, services, call)
+        if isinstance(result, Streamed | Waiting):
+            connection = result.connection
         if not has_id and isinstance(result, Waiting):
             # Nothing to keep alive (204 has no body): a blocking notification answers once
             # its task settles, as a blocking call does.
             await wait_settled(service, result.accepted)
-    except Exception as exc:  # every failure is a JSON-RPC error object
+    except BaseException as exc:
+        await release(connection)
+        if not isinstance(exc, Exception):
+            raise
+        # Every failure is a JSON-RPC error object.
         if not has_id:
             error_object(exc)  # logs what must be logged; a notification gets no reply (§4.1)
             return Response(status_code=204)
         return _reply(id_, error=exc, codec=codec)
     if not has_id:
+        await release(connection)
         return Response(status_code=204)  # a notification: no response (JSON-RPC 2.0 §4.1)
     if isinstance(result, Streamed):
 
         def render(event: StreamResponse) -> dict[str, Any]:
             return stream_frame(id_, codec, event)
 
-        return echo_extensions(
+        streamed = echo_extensions(
             sse_response(event_frames(service, result.start, render)),
             result.extensions,
             version,
         )
+        return holding(streamed, connection)
     if isinstance(result, Waiting):
         # A failure during the wait is still an error object with the request's id (after
         # keep-alive bytes as before them: JSON-RPC answers are HTTP 200 either way).
-        response = await send_response(
-            service,
-            result.accepted,
-            lambda answer: _reply(id_, result=codec.send_result(answer)),
-            lambda exc: _reply(id_, error=exc, codec=codec),
-            media_type="application/json",
-        )
-        return echo_extensions(response, result.extensions, version)
+        try:
+            response = await send_response(
+                service,
+                result.accepted,
+                lambda answer: _reply(id_, result=codec.send_result(answer)),
+                lambda exc: _reply(id_, error=exc, codec=codec),
+                media_type="application/json",
+            )
+        except BaseException:
+            await release(connection)
+            raise
+        return holding(echo_extensions(response, result.extensions, version), connection)
     return _reply(id_, result=result)

@@ -14,8 +14,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from a2a_serverless.bindings.connections import holding, release
 from a2a_serverless.bindings.cors import CorsHeaders
-from a2a_serverless.bindings.errors import a2a_error_details, error_details, validated
+from a2a_serverless.bindings.errors import (
+    a2a_error_details,
+    error_details,
+    retry_headers,
+    validated,
+)
 from a2a_serverless.bindings.http import (
     PayloadTooLarge,
     SafeJSONResponse,
@@ -33,7 +39,8 @@ from a2a_serverless.bindings.keepalive import send_response
 from a2a_serverless.bindings.routing import APIRouter, Depends, run_in_thread, starlette_app
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
-from a2a_serverless.core.service import A2AService, scoped
+from a2a_serverless.core.connections import Connection, unbounded
+from a2a_serverless.core.service import A2AService, ConnectionKind, StreamStart, scoped
 from a2a_serverless.models import (
     A2AModel,
     Caller,
@@ -95,7 +102,7 @@ def error_response(request: Request, exc: Exception) -> JSONResponse:
         body,
         status_code=code,
         media_type=response_media_type(request),
-        headers=challenge_headers(exc),
+        headers={**challenge_headers(exc), **retry_headers(exc)},
     )
 
 
@@ -250,25 +257,63 @@ def send_router(service: A2AService) -> APIRouter:
         # Refusals raise here, before any wait: their status and body are the usual ones.
         who = scoped_caller(request, send_request.tenant)
         activated = service.activate_extensions(requested_extensions(request))
-        accepted = await run_in_thread(
-            service.accept_message, who.owner, send_request, who, activated
+        connection = await _connect(
+            service, who, ConnectionKind.BLOCKING, service.blocks(send_request)
         )
-        # A failure during a wait that already sent keep-alive bytes can no longer change the
-        # status: the google.rpc.Status body then comes with HTTP 200 (bindings/keepalive.py).
-        response = await send_response(
-            service,
-            accepted,
-            lambda result: render(request, result),
-            lambda exc: error_response(request, exc),
-            media_type=response_media_type(request),
-        )
-        return echo_extensions(response, activated)
+        try:
+            accepted = await run_in_thread(
+                service.accept_message, who.owner, send_request, who, activated
+            )
+            # A failure during a wait that already sent keep-alive bytes can no longer change
+            # the status: the google.rpc.Status body then comes with HTTP 200
+            # (bindings/keepalive.py).
+            response = await send_response(
+                service,
+                accepted,
+                lambda result: render(request, result),
+                lambda exc: error_response(request, exc),
+                media_type=response_media_type(request),
+            )
+        except BaseException:
+            await release(connection)
+            raise
+        return holding(echo_extensions(response, activated), connection)
 
     return router
 
 
 def _stream_payload(event: StreamResponse) -> dict[str, Any]:
     return event.wire()
+
+
+async def _connect(
+    service: A2AService, who: Caller, kind: ConnectionKind, long_lived: bool = True
+) -> Connection:
+    """The connection's place in the caller's bounds (core/connections.py), taken before the
+    operation writes anything: a refusal (429) leaves nothing behind."""
+    if not long_lived:
+        return unbounded()
+    return await run_in_thread(service.connect, who, kind)
+
+
+async def _streamed(
+    service: A2AService,
+    who: Caller,
+    kind: ConnectionKind,
+    open_stream: Callable[[], StreamStart],
+    activated: list[str] | None = None,
+) -> Response:
+    """An SSE response holding its connection until the stream ends."""
+    connection = await _connect(service, who, kind)
+    try:
+        start = await run_in_thread(open_stream)
+        response: Response = sse_response(event_frames(service, start, _stream_payload))
+    except BaseException:
+        await release(connection)
+        raise
+    if activated is not None:
+        response = echo_extensions(response, activated)
+    return holding(response, connection)
 
 
 def stream_router(service: A2AService) -> APIRouter:
@@ -279,11 +324,12 @@ def stream_router(service: A2AService) -> APIRouter:
         send_request = await _send_request(request)
         who = scoped_caller(request, send_request.tenant)
         activated = service.activate_extensions(requested_extensions(request))
-        start = await run_in_thread(
-            service.open_message_stream, who.owner, send_request, who, activated
-        )
-        return echo_extensions(
-            sse_response(event_frames(service, start, _stream_payload)), activated
+        return await _streamed(
+            service,
+            who,
+            ConnectionKind.STREAM,
+            lambda: service.open_message_stream(who.owner, send_request, who, activated),
+            activated,
         )
 
     return router
@@ -302,10 +348,14 @@ def get_task_router(service: A2AService) -> APIRouter:
     @_route(router, "GET", "/tasks/{task_id}:subscribe")
     async def subscribe_by_get(request: Request, task_id: str) -> Response:
         # A GET has no body: the tenant can only come from the path.
-        owner = scoped_caller(request).owner
+        who = scoped_caller(request)
         # Errors (unknown task, terminal task) surface here, before any stream bytes.
-        start = await run_in_thread(service.subscribe, owner, task_id)
-        return sse_response(event_frames(service, start, _stream_payload))
+        return await _streamed(
+            service,
+            who,
+            ConnectionKind.GET_SUBSCRIPTION,
+            lambda: service.subscribe(who.owner, task_id),
+        )
 
     @_route(router, "GET", "/tasks/{task_id}")
     async def get_task(request: Request, task_id: str) -> Response:
@@ -364,10 +414,11 @@ def task_action_router(service: A2AService) -> APIRouter:
     @_route(router, "POST", "/tasks/{task_id}:subscribe")
     async def subscribe(request: Request, task_id: str) -> Response:
         body = await read_json_body(request, required=False)
-        owner = scoped_caller(request, _body_tenant(body)).owner
+        who = scoped_caller(request, _body_tenant(body))
         # Errors (unknown task, terminal task) surface here, before any stream bytes.
-        start = await run_in_thread(service.subscribe, owner, task_id)
-        return sse_response(event_frames(service, start, _stream_payload))
+        return await _streamed(
+            service, who, ConnectionKind.STREAM, lambda: service.subscribe(who.owner, task_id)
+        )
 
     return router
 

@@ -88,6 +88,15 @@ class PermissionDeniedError(A2AError):
     """An authenticated caller that may not do this (HTTP 403)."""
 
 
+class TooManyConnectionsError(A2AError):
+    """A long-lived connection (stream, subscription, blocking send) past the caller's bound
+    (HTTP 429); `retry_after` (seconds) is the binding's Retry-After."""
+
+    def __init__(self, message: str | None = None, retry_after: int = 1, **metadata: Any) -> None:
+        self.retry_after = max(1, int(retry_after))
+        super().__init__(message, **metadata)
+
+
 class InternalError(A2AError):
     """Anything else: the client cannot fix it."""
 
@@ -173,6 +182,15 @@ ERRORS: dict[type[A2AError], ErrorRow] = {
     ),
     PermissionDeniedError: ErrorRow(
         -31403, 403, "PERMISSION_DENIED", "PERMISSION_DENIED", "This caller may not do this"
+    ),
+    # The spec files rate limits under system errors (its example: -32603); but -32603 says
+    # the server failed, and this the client can fix by waiting: a code of its own, as above.
+    TooManyConnectionsError: ErrorRow(
+        -31429,
+        429,
+        "RESOURCE_EXHAUSTED",
+        "RESOURCE_EXHAUSTED",
+        "Too many open connections for this caller",
     ),
     InternalError: ErrorRow(-32603, 500, "INTERNAL", "INTERNAL_ERROR", "Internal error"),
 }

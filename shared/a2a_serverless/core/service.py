@@ -13,6 +13,12 @@ from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from a2a_serverless.core.connections import (
+    Connection,
+    ConnectionKind,
+    ConnectionLimiter,
+    unbounded,
+)
 from a2a_serverless.core.errors import (
     InvalidRequestError,
     UnsupportedOperationError,
@@ -41,6 +47,8 @@ if TYPE_CHECKING:
 # own, AcceptedSend and ModePolicy, from core/send.py: importing them loads that path).
 __all__ = [
     "A2AService",
+    "Connection",
+    "ConnectionKind",
     "SettleWait",
     "StreamStart",
     "WaitPolicy",
@@ -100,8 +108,11 @@ class A2AService:
         streaming: bool = True,
         dedupe_window_seconds: float = 0.0,
         replier: Replier | None = None,
+        connections: ConnectionLimiter | None = None,
     ) -> None:
         self.store = store
+        # Bounds on long-lived connections (None: none).
+        self.connections = connections
         # Off (the Streaming parameter): the card says so and the stream methods refuse.
         self.streaming = streaming
         self.executor = executor
@@ -168,6 +179,22 @@ class A2AService:
     ) -> StreamStart:
         self._require_streaming("SendStreamingMessage")
         return self.sender.open_message_stream(owner, request, caller, extensions)
+
+    # -- long-lived connections ---------------------------------------------------------------
+
+    def connect(self, caller: Caller, kind: ConnectionKind) -> Connection:
+        """Admit a long-lived connection of the caller's principal (every tenant of it shares
+        one bound): its leases, to release when it ends; TooManyConnectionsError past a
+        bound. Called before the operation writes anything."""
+        if self.connections is None:
+            return unbounded()
+        return self.connections.open(caller.principal, kind)
+
+    @staticmethod
+    def blocks(request: SendMessageRequest) -> bool:
+        """Whether SendMessage waits for the task to settle (a long-lived connection)."""
+        configuration = request.configuration
+        return configuration is None or not configuration.return_immediately
 
     # -- QUERY -------------------------------------------------------------------------------
 

@@ -274,6 +274,33 @@ class TaskStore(TaskLogStore, TaskListing, PushConfigStore, DeliveryStateStore, 
 
 
 @dataclass(frozen=True)
+class LeaseGrant:
+    """What `acquire_lease` got: the slot it holds, or (`slot` None) every slot was held and
+    the earliest of them expires at `retry_at` (epoch seconds)."""
+
+    slot: int | None
+    retry_at: float = 0.0
+
+
+class LeaseStore(Protocol):
+    """Bounded pools of expiring leases (one per open long-lived connection), shared by every
+    function instance: a pool of `slots` holds at most that many live leases at once."""
+
+    def acquire_lease(
+        self, pool: str, slots: int, lease_id: str, expires_at: float, now: float
+    ) -> LeaseGrant:
+        """Take a slot `0..slots-1` of `pool` that is free or whose lease expired before `now`,
+        for `lease_id` until `expires_at`. Concurrent acquirers never share a slot; slots at or
+        beyond `slots` (a bound since lowered) are neither taken nor counted."""
+        ...
+
+    def release_lease(self, pool: str, slot: int, lease_id: str) -> bool:
+        """Free the slot if `lease_id` still holds it (True); False when it does not (expired
+        and taken by another lease, or already freed): idempotent."""
+        ...
+
+
+@dataclass(frozen=True)
 class ApiKeyRecord:
     """One API key as stored: its owner and the SHA-256 of the full key, never the key.
 

@@ -26,6 +26,11 @@ retry records sit in the single table (see template.yaml `TasksTable`):
   (written in the same transactions). Neither has an index attribute (`g1pk`...), an `E#`
   sort key (the stream mapping's filter and `stream_event` pass events only) or a `T#`/`O#`
   partition, and they never expire: no task query, listing or stream consumer sees them.
+- `L#{pool}` / `slot#{i:04d}`: a connection lease (`leaseId`, `expiresAt`, also the TTL), one
+  item per slot of a bounded pool of long-lived connections (store/dynamodb/leases.py): pool
+  `P#{principal}` (a principal's streams and blocking sends, core/connections.py) and `G#get`
+  (GET subscriptions across principals). No index attribute, no `E#` or `H` sort key: no task
+  query, listing or stream consumer sees them.
 
 Collision-free: a key that JOINS several parts with `#` escapes each part first (`%` ->
 `%25`, then `#` -> `%23`), so an escaped part holds no `#` and the join splits back into
@@ -83,6 +88,9 @@ DEDUPE_SK = "D"
 API_KEY_PREFIX = "APIKEY#"
 API_KEY_SK = "APIKEY"
 API_KEY_LIST_PK = "APIKEYS"
+LEASE_PREFIX = "L#"  # a pool of connection leases (IAM: dynamodb:LeadingKeys "L#*")
+LEASE_SLOT_PREFIX = "slot#"
+LEASE_ID = "leaseId"
 EXPIRED_SK = "Z"  # in a task partition whose header expired: its counters were decremented
 EXPIRED_MARKER_SECONDS = 3 * 86400  # outlives the stream's 24 h retention (redeliveries)
 # Counters expire this long after the tasks they count: TTL deletes items days late, in no
@@ -185,6 +193,10 @@ KEY_BUDGETS: dict[str, tuple[int, int]] = {
         PARTITION_KEY_MAX_BYTES,
     ),
     "g1pk owner": (MAX_OWNER_BYTES, PARTITION_KEY_MAX_BYTES),
+    "L#P# principal's lease pool": (
+        len(LEASE_PREFIX) + 2 + MAX_OWNER_BYTES,
+        PARTITION_KEY_MAX_BYTES,
+    ),
     "gsk timestamp#taskId": (TIMESTAMP_BYTES + 1 + _escaped(MAX_ID_BYTES), SORT_KEY_MAX_BYTES),
 }
 _OVER = {name: sizes for name, sizes in KEY_BUDGETS.items() if sizes[0] > sizes[1]}
@@ -594,6 +606,26 @@ def expired_header(image: Mapping[str, Any]) -> tuple[str, str, str, TaskState] 
 
 
 # -- API keys ------------------------------------------------------------------------------
+
+
+def lease_pk(pool: str) -> dict[str, str]:
+    """The partition of a lease pool (a pool name is one part after a fixed prefix: raw)."""
+    return s(LEASE_PREFIX + pool)
+
+
+def lease_key(pool: str, slot: int) -> dict[str, Any]:
+    return {"pk": lease_pk(pool), "sk": s(f"{LEASE_SLOT_PREFIX}{slot:04d}")}
+
+
+def lease_slot(item: Mapping[str, Any]) -> int | None:
+    """The slot number of a lease item (None for another item of the partition)."""
+    sk = item["sk"]["S"]
+    if not sk.startswith(LEASE_SLOT_PREFIX):
+        return None
+    try:
+        return int(sk[len(LEASE_SLOT_PREFIX) :])
+    except ValueError:
+        return None
 
 
 def api_key_key(key_id: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from a2a_serverless.store.dynamodb.api_keys import DynamoDBApiKeys
 from a2a_serverless.store.dynamodb.deliveries import DynamoDBDeliveries
+from a2a_serverless.store.dynamodb.leases import DynamoDBLeases
 from a2a_serverless.store.dynamodb.listing import DynamoDBTaskListing
 from a2a_serverless.store.dynamodb.push_configs import DynamoDBPushConfigs
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
@@ -15,16 +16,22 @@ from a2a_serverless.store.dynamodb.tasks import DynamoDBTaskLog
 
 
 class DynamoDBTaskStore(
-    DynamoDBTaskLog, DynamoDBTaskListing, DynamoDBPushConfigs, DynamoDBDeliveries, DynamoDBApiKeys
+    DynamoDBTaskLog,
+    DynamoDBTaskListing,
+    DynamoDBPushConfigs,
+    DynamoDBDeliveries,
+    DynamoDBApiKeys,
+    DynamoDBLeases,
 ):
     """The whole TaskStore on one table (see template.yaml `TasksTable`), and the ApiKeyStore
-    on the same table: every concern's class shares the constructor
+    and LeaseStore on the same table: every concern's class shares the constructor
     `(client, table_name, retention_days=30)`."""
 
 
 __all__ = [
     "DynamoDBApiKeys",
     "DynamoDBDeliveries",
+    "DynamoDBLeases",
     "DynamoDBPushConfigs",
     "DynamoDBTable",
     "DynamoDBTaskListing",
