@@ -18,10 +18,12 @@ The functions see the stack's public URL as the request's host, not the `Host` a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import uuid
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,6 +42,58 @@ logger = logging.getLogger(__name__)
 LOCAL_PRINCIPAL_HEADER = "x-local-principal"
 ADMIN_PREFIX = "/_local/"
 REQUEST_CONTEXT_HEADER = b"x-amzn-request-context"
+
+
+class Throttled(Exception):
+    """Lambda refused to run the function: its concurrency is all in use."""
+
+
+class LambdaConcurrency:
+    """Lambda's concurrency as API requests meet it: a function with a reservation runs at
+    most that many requests at once; the others share what the account's limit leaves over
+    the reservations (`account` None: no limit). A request past it is throttled at once
+    (synchronous invocations are not queued); API Gateway answers that as an integration
+    failure. Only the API's requests count here, not the stream and queue mappings' or the
+    state machine's invocations."""
+
+    def __init__(self, reservations: dict[str, int], account: int | None = None) -> None:
+        self.reservations = reservations
+        self.unreserved = None if account is None else account - sum(reservations.values())
+        self._running: dict[str, int] = {}
+        self._unreserved_running = 0
+
+    @contextlib.contextmanager
+    def running(self, function: str) -> Iterator[None]:
+        reserved = self.reservations.get(function)
+        if reserved is not None:
+            if self._running.get(function, 0) >= reserved:
+                raise Throttled(function)
+            self._running[function] = self._running.get(function, 0) + 1
+        else:
+            if self.unreserved is not None and self._unreserved_running >= self.unreserved:
+                raise Throttled(function)
+            self._unreserved_running += 1
+        try:
+            yield
+        finally:
+            if reserved is not None:
+                self._running[function] -= 1
+            else:
+                self._unreserved_running -= 1
+
+
+class FunctionApp:
+    """A function's app as the gateway invokes it: one execution of its concurrency while
+    the request lasts (a streamed response: until its last byte)."""
+
+    def __init__(self, app: Any, function: str, concurrency: LambdaConcurrency) -> None:
+        self.app = app
+        self.function = function
+        self.concurrency = concurrency
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        with self.concurrency.running(self.function):
+            await self.app(scope, receive, send)
 
 
 class Gateway:
@@ -180,7 +234,14 @@ class Gateway:
                     context["authorizer"] = admitted.authorizer
                 context["identity"].update(admitted.identity)
         headers.append((REQUEST_CONTEXT_HEADER, json.dumps(context).encode()))
-        await app(self._public(scope, headers), receive, send)
+        try:
+            await app(self._public(scope, headers), receive, send)
+        except Throttled:
+            # Lambda's 429 reaches the client as API Gateway's INTEGRATION_FAILURE.
+            throttled = GatewayError("INTEGRATION_FAILURE", "Internal server error")
+            await self._gateway_error(
+                scope, send, throttled, request_id, fallback=(500, throttled.message)
+            )
 
     def _public(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
         """The scope the function gets: its `Host` the stack's public one (see the module)."""

@@ -56,6 +56,7 @@ class FunctionSpec:
     handler: str
     env: dict[str, str]
     events: list[tuple[str, str]]  # (METHOD, path)
+    reserved_concurrency: int | None = None  # ReservedConcurrentExecutions (None: unreserved)
 
     @property
     def is_web_adapter(self) -> bool:
@@ -235,12 +236,14 @@ def create_functions(
             for e in (props.get("Events") or {}).values()
             if e.get("Type") == "Api"
         ]
+        reserved = resolver.resolve(props.get("ReservedConcurrentExecutions"))
         functions[logical_id] = FunctionSpec(
             logical_id=logical_id,
             code_dir=root / props["CodeUri"],
             handler=props["Handler"],
             env={},
             events=events,
+            reserved_concurrency=None if reserved in (None, "") else int(reserved),
         )
     return functions
 

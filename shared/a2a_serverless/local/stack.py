@@ -36,7 +36,12 @@ from a2a_serverless.local.admin import LocalAdmin
 from a2a_serverless.local.authorizers import GatewayResponses, Guard, LocalUsagePlan
 from a2a_serverless.local.calls import CALL_LOG_ENV, CallRecorder, acting_as
 from a2a_serverless.local.events import EventSources
-from a2a_serverless.local.gateway import LOCAL_PRINCIPAL_HEADER, Gateway
+from a2a_serverless.local.gateway import (
+    LOCAL_PRINCIPAL_HEADER,
+    FunctionApp,
+    Gateway,
+    LambdaConcurrency,
+)
 from a2a_serverless.local.issuer import ISSUER_PATH, LOCAL_AUDIENCE, LocalIssuer
 from a2a_serverless.local.resources import (
     ACCOUNT,
@@ -129,6 +134,16 @@ def _gc_threshold() -> int | None:
     """The collector's first threshold the stack runs with (None: the interpreter's own)."""
     value = int(os.environ.get(GC_THRESHOLD_ENV) or GC_THRESHOLD)
     return value if value > 0 else None
+
+
+# The account's Lambda concurrency quota as the local API meets it (local/gateway.py
+# LambdaConcurrency): unset, no limit; a new account's quota may be as low as 10.
+ACCOUNT_CONCURRENCY_ENV = "A2A_LOCAL_ACCOUNT_CONCURRENCY"
+
+
+def _account_concurrency() -> int | None:
+    value = os.environ.get(ACCOUNT_CONCURRENCY_ENV)
+    return int(value) if value else None
 
 
 # A directory: the stack traces allocations (tracemalloc) and dumps a snapshot there every
@@ -532,10 +547,21 @@ class LocalStack:
         """The API of the template: its routes, the checks its security puts on each
         method, its gateway responses, and the local admin endpoints of the Auth mode
         (`public_url`, `trust_loopback_host`: see local/gateway.py)."""
+        concurrency = LambdaConcurrency(
+            {
+                logical_id: spec.reserved_concurrency
+                for logical_id, spec in self.functions.items()
+                if spec.reserved_concurrency is not None
+            },
+            account=_account_concurrency(),
+        )
         routes = []
         for logical_id, spec in self.functions.items():
+            if not spec.events:
+                continue
+            app = FunctionApp(self.app_for(logical_id), logical_id, concurrency)
             for method, path in spec.events:
-                routes.append((method, path, self.app_for(logical_id)))
+                routes.append((method, path, app))
         auth_mode = self.parameters.get("Auth", "None")
         api = self._api_properties()
         usage_plan = LocalUsagePlan() if auth_mode == "ApiKey" else None
