@@ -261,10 +261,11 @@ class Settings:
     push_dead_letter_queue_url: str = setting("", description="Where undeliverable events go.")
     push_connect_timeout: float = setting(3.0, gt=0)
     push_read_timeout: float = setting(10.0, gt=0)
-    # 0.5 s: one owner's slow webhooks hold the shard (everyone's next delivery) for about this
-    # long per batch, so the threshold must not exceed a quiet first delivery on AWS (Lambda polls
-    # a stream shard 4 times a second: ~0.3-0.7 s with the POST) for the hostile-owner figure
-    # (at most 2x the quiet case) to hold; a webhook that answers within it is never parked.
+    # 0.5 s: slow webhooks, however many owners have them, hold the shard (everyone's next
+    # delivery) for about this long per batch (twice if slow to connect too: push/sender.py), so
+    # the threshold must not exceed a quiet first delivery on AWS (Lambda polls a stream shard 4
+    # times a second: ~0.3-0.7 s with the POST) for the hostile-owner figure (at most 2x the
+    # quiet case) to hold; a webhook that answers within it is never parked.
     push_slow_seconds: float = setting(
         0.5,
         gt=0,
@@ -282,8 +283,8 @@ class Settings:
     push_batch_deadline_seconds: float = setting(
         30.0,
         gt=0,
-        description="No inline webhook attempt of a stream batch starts that could end later "
-        "than this after the batch began; the rest is parked (queued, in order).",
+        description="No inline webhook attempt of a stream batch ends later than this after "
+        "the batch began (its timeouts are cut to fit); the rest is parked (queued, in order).",
     )
     push_max_configs_per_task: int = setting(
         10, ge=1, description="Push notification configs one task may have (inline ones count)."

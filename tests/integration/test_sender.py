@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -322,3 +323,81 @@ def test_the_penalty_box_forgets_the_oldest_owners_past_its_capacity() -> None:
     off = PenaltyBox(0)
     off.penalize("a")  # 0 s: never penalized
     assert "a" not in off
+
+
+def _batch_sender(queue_url: str, post: Any, **config: Any) -> WebhookSender:
+    policy = EgressPolicy(allow_http=True, allow_hosts=frozenset({"127.0.0.1"}))
+    return WebhookSender(
+        wiring.get_store(),
+        boto3.client("sqs", region_name="us-east-1"),
+        SenderConfig(egress=policy, retry_queue_url=queue_url, **config),
+        post=post,
+        sleep=lambda _: None,
+    )
+
+
+def test_lanes_past_the_batchs_threads_are_parked_at_once_without_a_post(
+    stack: LocalStack, queue_url: str
+) -> None:
+    """A lane that would wait for a busy thread would hold the shard a slow threshold longer:
+    past `stream_workers` lanes, the rest are parked and queued at once, with no POST (each
+    task's first config before anyone's second, so every task but the last gets one)."""
+    store = wiring.get_store()
+    tasks = [create(store, f"owner-{n}").task_id for n in range(3)]
+    for task_id in tasks:
+        store.put_push_config(_config(task_id, "first"))
+        store.put_push_config(_config(task_id, "second"))
+    receiver = Receiver([])
+    sender = _batch_sender(queue_url, receiver, stream_workers=2)
+    events = [StreamEvent(t, 1, _body(t, TaskState.WORKING)) for t in tasks]
+    configs = {t: store.list_push_configs(t) for t in tasks}
+    assert sender.deliver_stream_batch(events, configs, deadline=float("inf")) == {}
+    posted = sorted(json.loads(body)["statusUpdate"]["taskId"] for _, body, _ in receiver.calls)
+    assert posted == sorted(tasks[:2])  # the first two tasks' first configs
+    parked = {(t, c.id) for t in tasks for c, is_parked in store.list_push_configs(t) if is_parked}
+    assert parked == {(tasks[2], "first")} | {(t, "second") for t in tasks}
+    queued = sorted((m["taskId"], m["configId"], m["seq"]) for m in _queued(queue_url))
+    assert queued == sorted((t, c, 1) for t, c in parked)
+
+
+def test_every_inline_post_of_a_batch_ends_within_its_window(
+    stack: LocalStack, queue_url: str
+) -> None:
+    """A batch holds the shard for one inline budget (connect + slow threshold, here 0.2 s +
+    0.2 s) and a short grace at most, however many events a lane has: a webhook answering
+    each POST in 0.1 s (quick) gets the events that fit, attempts late in the window get their
+    timeouts cut to what is left, and the rest is parked, in order. Cut short is not slow: its
+    owner is not penalized."""
+    store = wiring.get_store()
+    task_id = create(store, "alice").task_id
+    store.put_push_config(_config(task_id))
+    windows: list[tuple[float, float]] = []  # per POST: when it started, its timeouts' sum
+    answered: list[bool] = []
+
+    def post(target: Any, body: bytes, headers: Any, **timeouts: float) -> DeliveryResult:
+        windows.append((time.monotonic(), timeouts["connect_timeout"] + timeouts["read_timeout"]))
+        if timeouts["read_timeout"] < 0.1:  # cut below the webhook's 0.1 s
+            time.sleep(timeouts["read_timeout"])
+            answered.append(False)
+            return DeliveryResult(None, True, "timeout (read)", timed_out=True)
+        time.sleep(0.1)
+        answered.append(True)
+        return OK
+
+    sender = _batch_sender(queue_url, post, slow_seconds=0.2, connect_timeout=0.2)
+    events = [StreamEvent(task_id, seq, _body(task_id, TaskState.WORKING)) for seq in range(1, 11)]
+    started = time.monotonic()
+    failures = sender.deliver_stream_batch(
+        events, {task_id: store.list_push_configs(task_id)}, deadline=float("inf")
+    )
+    assert failures == {}
+    assert 2 <= len(windows) < 10
+    # The window opens before the first POST starts: it closes by 1.1 budgets after it.
+    window_end = windows[0][0] + 0.4 * 1.1
+    assert all(start + budget <= window_end for start, budget in windows), windows
+    assert time.monotonic() - started < 0.4 * 1.1 + 0.2  # then parking: a write, a call
+    delivered = answered.count(True)
+    assert answered == [True] * delivered + [False] * (len(answered) - delivered)
+    assert [m["seq"] for m in _queued(queue_url)] == list(range(delivered + 1, 11))
+    assert store.list_push_configs(task_id)[0][1] is True
+    assert "alice" not in sender.penalty

@@ -3,15 +3,22 @@
 Two event sources feed it (template.yaml):
 - the table's stream (filter: inserted `E#` event items): each event is POSTed to every push
   config of its task that was made before it (a config's `after_seq`). A batch runs one lane
-  per (task, config) on a small thread pool: a config's events go in order, lanes run side
-  by side, so one owner's slow webhooks hold up no one else's. A webhook that keeps failing,
-  or answers slower than `slow_seconds`, is *parked*: this and all its later events go to a
+  per (task, config): a config's events go in order, lanes run side by side, each on its own
+  thread, all starting at once (at most `stream_workers`, 128: each task's first config
+  before anyone's second; the rest are parked at once). A webhook that keeps failing, or
+  answers slower than `slow_seconds`, is *parked*: this and all its later events go to a
   FIFO queue, one message group per task and config, so its order is kept while it is
   retried (with the full read timeout), and it never holds back other tasks' deliveries.
-  Past the batch's deadline, lanes park instead of POSTing. An owner whose webhook was
-  parked for failing or being slow is *penalized* for a while: all its webhooks are parked
-  at once (no direct attempt), so one owner's webhooks hold the shard for at most one slow
-  threshold, not one per new task or config.
+  The batch's POSTs all end within its *window*: one inline budget (`slow_seconds` to
+  connect, again to answer) from its start, plus a tenth for the threads to start; a later
+  attempt gets its timeouts cut to what is left, and a lane with too little left is parked.
+  So a batch holds the stream shard (one batch at a time) for at most one window and its
+  parking (a conditional write per webhook, side by side, then a SendMessageBatch per ten
+  events), however many owners, tasks and webhooks it has (timeouts bound each phase of a
+  POST: the host's DNS lookup, and an answer dribbled out a byte at a time, are not cut).
+  An owner whose webhook was parked for failing or being slow is also *penalized* for a
+  while: all its webhooks are parked at once (no direct attempt), so it does not cost the
+  shard a window every batch.
 - that FIFO queue: one delivery attempt per message; a retryable failure is counted on the
   config item, backs off (visibility timeout, growing with the count) and reports the message
   failed, which holds its group; after PushMaxAttempts failed attempts the sender moves it to
@@ -52,6 +59,15 @@ A2A_MEDIA_TYPE = "application/a2a+json"
 # Attempts on the stream path before a webhook is parked (short: the stream must move on).
 INLINE_ATTEMPTS = 2
 INLINE_BACKOFF_SECONDS = 0.25
+# A batch's inline window: the inline budget (connect + slow threshold) from the batch's start,
+# plus this share of it for the lanes' threads to start ("at once" takes a few ms).
+WINDOW_GRACE_SHARE = 0.1
+# No inline attempt with timeouts cut below this share of the full ones (too short to tell a
+# slow webhook from a quick one): the lane is parked instead.
+MIN_ATTEMPT_SHARE = 0.25
+# A webhook that timed out with at least this share of the full timeouts counts as slow (its
+# owner is penalized); one cut shorter by the window's end does not.
+SLOW_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -146,6 +162,34 @@ class _Payloads:
         return body
 
 
+class _Queued:
+    """A batch's events for the retry queue, sent together once its lanes are done: ten to a
+    SendMessageBatch whatever their group (a call per parked webhook, else), each group's in
+    order. Each entry keeps the index of its first event: the one to fail if sending fails;
+    `slow`: the tasks whose owners are penalized once they are sent."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: list[tuple[int, list[tuple[str, str, int]]]] = []
+        self.slow: set[str] = set()
+
+    def add(
+        self, index: int, task_id: str, config_id: str, seqs: list[int], slow: bool = False
+    ) -> None:
+        with self.lock:
+            self.entries.append((index, [(task_id, config_id, seq) for seq in seqs]))
+            if slow:
+                self.slow.add(task_id)
+
+    def adder(self, index: int, task_id: str, config_id: str) -> Callable[[list[int], bool], None]:
+        """`add` for one webhook's events from the one at `index` on."""
+
+        def add(seqs: list[int], slow: bool) -> None:
+            self.add(index, task_id, config_id, seqs, slow)
+
+        return add
+
+
 class DeliveryFailed(Exception):
     """A queued delivery failed retryably: the message goes back to its group."""
 
@@ -161,12 +205,14 @@ class SenderConfig:
     retry_cap_seconds: float = 900.0
     max_attempts: int = 12
     dead_letter_queue_url: str = ""
-    # Stream path: inline attempts time out after this (a slower webhook is parked), lanes
-    # of one batch run on this many threads, and no inline attempt starts that could end
-    # later than this after the batch began (the rest is parked: queued, in order).
+    # Stream path: inline attempts time out after this (a slower webhook is parked); at most
+    # this many lanes of a batch run inline, all at once, one thread each (Lambda allows 1,024
+    # threads and 1,024 file descriptors per environment; a lane holds one socket), the rest
+    # are parked at once; and no inline attempt ends later than this after the batch began
+    # (the rest is parked: queued, in order).
     # (Defaults from the settings, so a caller naming only the fields above still gets them.)
     slow_seconds: float = field(default_factory=lambda: get_settings().push_slow_seconds)
-    stream_workers: int = 16
+    stream_workers: int = 128
     batch_deadline_seconds: float = field(
         default_factory=lambda: get_settings().push_batch_deadline_seconds
     )
@@ -279,13 +325,18 @@ class WebhookSender:
         config: TaskPushNotificationConfig,
         body: bytes,
         read_timeout: float | None = None,
+        connect_timeout: float | None = None,
     ) -> DeliveryResult:
         """Vet the URL again (DNS may have changed) and POST once to the pinned address;
-        `read_timeout` lowers both timeouts (inline attempts), else the configured ones."""
-        connect_timeout, full_read = self.config.connect_timeout, self.config.read_timeout
+        `read_timeout` lowers both timeouts (inline attempts), `connect_timeout` the connect
+        one again, else the configured ones."""
+        full_connect, full_read = self.config.connect_timeout, self.config.read_timeout
         if read_timeout is not None:
-            connect_timeout = min(connect_timeout, read_timeout)
+            full_connect = min(full_connect, read_timeout)
             full_read = min(full_read, read_timeout)
+        if connect_timeout is not None:
+            full_connect = min(full_connect, connect_timeout)
+        connect_timeout = full_connect
         try:
             target = vet_url(config.url, self.config.egress)
         except UnsafeWebhookUrl as exc:
@@ -312,10 +363,15 @@ class WebhookSender:
     ) -> dict[int, Exception]:
         """Deliver a stream batch's events (in stream order) to their tasks' configs.
 
-        Each (task, config) is a *lane*: its events go one after another, in order; lanes run
-        concurrently, so one owner's slow webhooks cannot hold back anyone else's. No inline
-        attempt starts that could outlast `deadline` (a `time.monotonic()` value): the lane's
-        webhook is parked instead and its remaining events go through the retry queue.
+        Each (task, config) is a *lane*: its events go one after another, in order. The first
+        `stream_workers` lanes (each task's first config before anyone's second) all start at
+        once, each on its own thread; the others, and a penalized owner's, are parked at once
+        (no POST). Every inline attempt ends within the batch's *window*: the inline budget
+        (connect + slow threshold) from the batch's start, plus a short grace, and no later
+        than `deadline` (a `time.monotonic()` value): an attempt started later gets its
+        timeouts cut to what is left, and with too little left the lane's webhook is parked
+        instead and its remaining events go through the retry queue. So a batch holds the
+        shard for one window (and its parking) at most, however many lanes it has.
         Returns the sender's own failures (reading, queueing), by index into `events`; a
         lane stops at its first one (the handler fails that record and the task's later ones,
         so Lambda retries them and nothing overtakes)."""
@@ -339,38 +395,68 @@ class WebhookSender:
         if self.penalty.active():
             owners = {task_id: self.owner_of(task_id) for task_id in {t for t, _ in lanes}}
             penalized = {key for key in lanes if owners[key[0]] in self.penalty}
+        window = min(deadline, time.monotonic() + self._inline_budget() * (1 + WINDOW_GRACE_SHARE))
         payloads = _Payloads(self)
         ordered = sorted(lanes, key=rank.__getitem__)
+        direct = [key for key in ordered if key not in penalized]
+        # Beyond the threads there are, a lane would wait for a busy one (a slow threshold at
+        # worst) and hold the shard that much longer: parked at once instead.
+        inline, overflow = (
+            direct[: self.config.stream_workers],
+            direct[self.config.stream_workers :],
+        )
+        queued = _Queued()
         pool = self._lane_pool()
         # A context copy per job: log keys and metrics of the invocation reach the thread.
-        futures: list[Future[dict[int, Exception]]] = []
-        if penalized:
-            boxed = [lanes[key] for key in ordered if key in penalized]
-            futures.append(pool.submit(contextvars.copy_context().run, self._park_all, boxed))
-        futures += [
+        futures: list[Future[dict[int, Exception]]] = [
             pool.submit(
                 contextvars.copy_context().run,
                 self._run_lane,
                 lanes[key],
-                deadline,
+                window,
                 payloads,
+                queued,
             )
-            for key in ordered
-            if key not in penalized
+            for key in inline
         ]
+        # Meanwhile, in this thread: the lanes parked at once, queued at once.
+        at_once = _Queued()
+        if penalized:
+            boxed = [lanes[key] for key in ordered if key in penalized]
+            failures.update(
+                self._park_all(boxed, "of penalized owners (slow or failing recently)", at_once)
+            )
+        if overflow:
+            failures.update(
+                self._park_all([lanes[key] for key in overflow], "past the lanes", at_once)
+            )
+        failures.update(self._send_queued(at_once))
         for future in futures:
             failures.update(future.result())
+        failures.update(self._send_queued(queued))
         return failures
 
-    def _park_all(self, lanes: list[_Lane]) -> dict[int, Exception]:
-        """A penalized owner's lanes, parked without a POST: each webhook is marked parked
-        through its last event of the batch (or, still parked, has them queued behind), then
-        all the events are queued together, ten to a SendMessageBatch (entries of several
-        groups share a call, each group's in order): the shard's time such an owner takes is
-        one write per webhook and a call per ten events."""
+    def _send_queued(self, queued: _Queued) -> dict[int, Exception]:
+        """Queue what `queued` holds; the failures to report, by event index."""
+        messages = [message for _, entry in queued.entries for message in entry]
+        if not messages:
+            return {}
+        try:
+            self._send(messages)
+        except Exception as exc:  # the stream records are retried; SQS drops the copies
+            logger.exception("queueing %s events of parked webhooks failed", len(messages))
+            return {index: exc for index, _ in queued.entries}
+        for task_id in queued.slow:
+            self._penalize_owner_of(task_id)
+        return {}
+
+    def _park_all(self, lanes: list[_Lane], which: str, queue: _Queued) -> dict[int, Exception]:
+        """Lanes parked without a POST (a penalized owner's, those past the batch's threads):
+        each webhook is marked parked through its last event of the batch (or, still parked,
+        has them queued behind), and its events join the batch's `queue`: the shard's time
+        they take is one write per webhook and a call per ten events."""
         failures: dict[int, Exception] = {}
-        queued: list[_Lane] = []
-        messages: list[tuple[str, str, int]] = []
+        count = 0
         for lane in lanes:
             first_index, first = lane.events[0]
             config_id = lane.config.id or ""
@@ -384,24 +470,15 @@ class WebhookSender:
                 logger.exception("parking webhook %s of task %s failed", config_id, first.task_id)
                 failures[first_index] = exc
                 continue
-            queued.append(lane)
-            messages += [(first.task_id, config_id, seq) for seq in seqs]
-        if not messages:
-            return failures
-        logger.info(
-            "%s webhooks of penalized owners (slow or failing recently) parked: %s events queued",
-            len(queued),
-            len(messages),
-        )
-        try:
-            self._send(messages)
-        except Exception as exc:  # the stream records are retried; SQS drops the copies
-            logger.exception("queueing the events of penalized owners' webhooks failed")
-            for lane in queued:
-                failures.setdefault(lane.events[0][0], exc)
+            queue.add(first_index, first.task_id, config_id, seqs)
+            count += 1
+        if count:
+            logger.info("%s webhooks %s parked at once", count, which)
         return failures
 
-    def _run_lane(self, lane: _Lane, deadline: float, payloads: _Payloads) -> dict[int, Exception]:
+    def _run_lane(
+        self, lane: _Lane, deadline: float, payloads: _Payloads, queue: _Queued
+    ) -> dict[int, Exception]:
         config_id = lane.config.id or ""
         parked = lane.parked
         parked_now: set[tuple[str, str]] = set()
@@ -413,13 +490,20 @@ class WebhookSender:
                         # one write and one queue call per 10 (not two calls per event).
                         rest = [e.seq for _, e in lane.events[position:]]
                         if self.store.queue_behind(event.task_id, config_id, rest[-1]):
-                            self.enqueue_many(event.task_id, config_id, rest)
+                            queue.add(index, event.task_id, config_id, rest)
                             return {}
                         parked = False  # the queue drained it meanwhile: direct again
                         parked_now.clear()
                     rest = [e.seq for _, e in lane.events[position:]]
                     self._deliver_to(
-                        event, lane.config, False, parked_now, payloads, deadline, rest
+                        event,
+                        lane.config,
+                        False,
+                        parked_now,
+                        payloads,
+                        deadline,
+                        rest,
+                        queue.adder(index, event.task_id, config_id),
                     )
                     if parked_now:
                         return {}  # parked on this event: it and the rest are queued
@@ -458,9 +542,11 @@ class WebhookSender:
         payloads: _Payloads,
         deadline: float | None,
         rest: list[int] | None = None,
+        queue: Callable[[list[int], bool], None] | None = None,
     ) -> None:
         """`rest`: this event's seq and the later ones of its lane, queued together if the
-        webhook is parked on this one (else only this event is)."""
+        webhook is parked on this one (else only this event is); by `queue` if given (with
+        whether the webhook was slow or failing), else sent now."""
         task_id, seq = event.task_id, event.seq
         queued = rest or [seq]
         config_id = config.id or ""
@@ -471,10 +557,12 @@ class WebhookSender:
         payload = payloads.get(config.payload_version, event)
         if payload is None:
             return
-        if deadline is not None and time.monotonic() + self._inline_budget() > deadline:
-            self._park(task_id, config_id, queued, parked_now, "the batch's deadline is near")
+        if self._share_left(deadline) < MIN_ATTEMPT_SHARE:
+            self._park(
+                task_id, config_id, queued, parked_now, "the batch's window is closing", queue
+            )
             return
-        result = self._attempt_inline(config, payload)
+        result, share = self._attempt_inline(config, payload, deadline)
         if result.ok:
             return
         if not result.retryable:
@@ -486,8 +574,11 @@ class WebhookSender:
                 result.error,
             )
             return
-        self._park(task_id, config_id, queued, parked_now, result.error or "failed")
-        self._penalize_owner_of(task_id)
+        slow = not result.timed_out or share >= SLOW_SHARE
+        why = result.error or "failed"
+        # Not slow when the window's end cut it short: its owner is not penalized.
+        why = why if slow else f"{why}, cut short"
+        self._park(task_id, config_id, queued, parked_now, why, queue, slow)
 
     def _park(
         self,
@@ -496,15 +587,23 @@ class WebhookSender:
         seqs: list[int],
         parked_now: set[tuple[str, str]],
         why: str,
+        queue: Callable[[list[int], bool], None] | None = None,
+        slow: bool = False,
     ) -> None:
         """Park the webhook and queue `seqs` (in order) behind it: parked through the last,
-        so the queue cannot unpark it before it has delivered them all."""
+        so the queue cannot unpark it before it has delivered them all. Queued by `queue`
+        (the batch's) if given, else now; once queued, a `slow` webhook's owner is penalized."""
         logger.warning(
             "webhook %s of task %s: %s; parking it on the retry queue", config_id, task_id, why
         )
         self.store.park_push_config(task_id, config_id, seqs[-1])
         parked_now.add((task_id, config_id))
+        if queue is not None:
+            queue(seqs, slow)
+            return
         self.enqueue_many(task_id, config_id, seqs)
+        if slow:  # once queued
+            self._penalize_owner_of(task_id)
 
     def _inline_budget(self) -> float:
         """The longest one inline attempt can take (connect, then the slow threshold)."""
@@ -512,18 +611,43 @@ class WebhookSender:
             self.config.slow_seconds
         )
 
-    def _attempt_inline(self, config: TaskPushNotificationConfig, body: bytes) -> DeliveryResult:
+    def _share_left(self, deadline: float | None) -> float:
+        """What is left of the batch's window, as a share of one inline budget (at most 1)."""
+        if deadline is None:
+            return 1.0
+        return min(1.0, (deadline - time.monotonic()) / self._inline_budget())
+
+    def _attempt_inline(
+        self, config: TaskPushNotificationConfig, body: bytes, deadline: float | None
+    ) -> tuple[DeliveryResult, float]:
+        """The result, and the share of the full timeouts its last attempt had."""
         # Inline attempts wait at most the slow threshold: a webhook slower than that is
         # parked like a failing one and gets the full read timeout from the queue, where it
-        # holds up no one but its own (task, config) group.
-        slow = self.config.slow_seconds
-        result = self.attempt(config, body, read_timeout=slow)
+        # holds up no one but its own (task, config) group. Late in the window, less: the
+        # attempt must end within it.
+        share = self._share_left(deadline)
+        result = self._attempt_within(config, body, share)
         for attempt in range(1, INLINE_ATTEMPTS):
             if result.ok or not result.retryable or result.timed_out:
                 break
-            self.sleep(random.uniform(0, INLINE_BACKOFF_SECONDS * 2**attempt))
-            result = self.attempt(config, body, read_timeout=slow)
-        return result
+            pause = random.uniform(0, INLINE_BACKOFF_SECONDS * 2**attempt)
+            if deadline is not None and deadline - time.monotonic() - pause < (
+                MIN_ATTEMPT_SHARE * self._inline_budget()
+            ):
+                break  # no time left for another attempt: parked
+            self.sleep(pause)
+            share = self._share_left(deadline)
+            result = self._attempt_within(config, body, share)
+        return result, share
+
+    def _attempt_within(
+        self, config: TaskPushNotificationConfig, body: bytes, share: float
+    ) -> DeliveryResult:
+        slow = self.config.slow_seconds
+        connect = min(self.config.connect_timeout, slow)
+        return self.attempt(
+            config, body, read_timeout=slow * share, connect_timeout=connect * share
+        )
 
     def enqueue(self, task_id: str, config_id: str, seq: int) -> None:
         self.sqs.send_message(
