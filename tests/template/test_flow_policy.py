@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.integration.test_cold_start_imports import NOT_SERVING_THE_FLOW, SERVES_THE_FLOW
 from tests.template.sam import FUNCTIONS, as_list, role_of
-from tests.unit.test_cold_start_imports import NOT_SERVING_THE_FLOW, SERVES_THE_FLOW
 
 
 def logical_id(function_dir: str) -> str:
