@@ -34,6 +34,9 @@ from a2a_serverless.store import ConflictError, TaskRecord, TaskStore, TooLarge
 # piece whose JSON escapes make it larger (control characters take up to 6 bytes each).
 MAX_CHUNK_CHARS = 64 * 1024
 MAX_PART_BYTES = 300 * 1024
+# A character takes at most this many bytes in a JSON string (`\uXXXX`): a shorter text needs
+# no measuring.
+_MAX_ESCAPED_CHAR_BYTES = 6
 
 
 class LogEmitter:
@@ -125,9 +128,7 @@ def _split_parts(parts: list[Part]) -> list[list[Part]]:
     groups: list[list[Part]] = [[]]
     size = 0
     for part in parts:
-        if part.text is not None and (
-            len(part.text) > MAX_CHUNK_CHARS or _text_bytes(part.text) > MAX_PART_BYTES
-        ):
+        if part.text is not None and _needs_splitting(part.text):
             for text in _text_pieces(part.text):
                 groups.append([part.model_copy(update={"text": text})])
             groups.append([])
@@ -148,6 +149,16 @@ def _split_parts(parts: list[Part]) -> list[list[Part]]:
         groups[-1].append(part)
         size += part_size
     return [g for g in groups if g] or [[]]
+
+
+def _needs_splitting(text: str) -> bool:
+    """Whether `text` is past MAX_CHUNK_CHARS or, as JSON, MAX_PART_BYTES (measured only when
+    its length allows that: a character is at most 6 bytes of a JSON string)."""
+    if len(text) > MAX_CHUNK_CHARS:
+        return True
+    return len(text) * _MAX_ESCAPED_CHAR_BYTES + 2 > MAX_PART_BYTES and (
+        _text_bytes(text) > MAX_PART_BYTES
+    )
 
 
 def _text_bytes(text: str) -> int:

@@ -120,14 +120,16 @@ if (
 
 def _status_json(status: TaskStatus) -> str:
     """A status as the header stores it, its message within MAX_STATUS_MESSAGE_BYTES."""
-    if status.message is not None:
+    text = keys.dumps(status.wire())
+    # The status holds its message: only a status past the bound needs the message measured.
+    if status.message is not None and keys.utf8_size(text) > limits.MAX_STATUS_MESSAGE_BYTES:
         keys.checked_json(
             status.message.wire(),
             "the status message",
             limits.MAX_STATUS_MESSAGE_BYTES,
             "MAX_STATUS_MESSAGE_BYTES",
         )
-    return keys.dumps(status.wire())
+    return text
 
 
 def _flow_state_json(flow_state: dict[str, Any]) -> str:
