@@ -190,6 +190,10 @@ class _Queued:
         return add
 
 
+def _lowered(configured: float, given: float | None) -> float:
+    return configured if given is None else min(configured, given)
+
+
 class DeliveryFailed(Exception):
     """A queued delivery failed retryably: the message goes back to its group."""
 
@@ -327,16 +331,10 @@ class WebhookSender:
         read_timeout: float | None = None,
         connect_timeout: float | None = None,
     ) -> DeliveryResult:
-        """Vet the URL again (DNS may have changed) and POST once to the pinned address;
-        `read_timeout` lowers both timeouts (inline attempts), `connect_timeout` the connect
-        one again, else the configured ones."""
-        full_connect, full_read = self.config.connect_timeout, self.config.read_timeout
-        if read_timeout is not None:
-            full_connect = min(full_connect, read_timeout)
-            full_read = min(full_read, read_timeout)
-        if connect_timeout is not None:
-            full_connect = min(full_connect, connect_timeout)
-        connect_timeout = full_connect
+        """Vet the URL again (DNS may have changed) and POST once to the pinned address; a
+        timeout given (inline attempts) lowers the configured one."""
+        connect_timeout = _lowered(self.config.connect_timeout, connect_timeout)
+        full_read = _lowered(self.config.read_timeout, read_timeout)
         try:
             target = vet_url(config.url, self.config.egress)
         except UnsafeWebhookUrl as exc:
