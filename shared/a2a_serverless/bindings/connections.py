@@ -4,6 +4,7 @@ streamed to the end, timed out, failed, or cut short by the client going away.""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -41,3 +42,14 @@ class Holding(Response):
 def holding(response: Response, connection: Connection) -> Response:
     """`response` holding `connection` until it ends (as it is when nothing is held)."""
     return Holding(response, connection) if connection.leases else response
+
+
+async def held(connection: Connection, respond: Callable[[], Awaitable[Response]]) -> Response:
+    """The response `respond()` makes, holding `connection` until it ends; released at once
+    when making it fails."""
+    try:
+        response = await respond()
+    except BaseException:
+        await release(connection)
+        raise
+    return holding(response, connection)

@@ -18,7 +18,7 @@ from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_serverless.bindings.connections import holding, release
+from a2a_serverless.bindings.connections import held, holding, release
 from a2a_serverless.bindings.errors import (
     a2a_error_details,
     error_details,
@@ -619,16 +619,17 @@ async def _endpoint(services: Services, request: Request) -> Response:
     if isinstance(result, Waiting):
         # A failure during the wait is still an error object with the request's id (after
         # keep-alive bytes as before them: JSON-RPC answers are HTTP 200 either way).
-        try:
+        waiting = result
+
+        async def respond() -> Response:
             response = await send_response(
                 service,
-                result.accepted,
+                waiting.accepted,
                 lambda answer: _reply(id_, result=codec.send_result(answer)),
                 lambda exc: _reply(id_, error=exc, codec=codec),
                 media_type="application/json",
             )
-        except BaseException:
-            await release(connection)
-            raise
-        return holding(echo_extensions(response, result.extensions, version), connection)
+            return echo_extensions(response, waiting.extensions, version)
+
+        return await held(connection, respond)
     return _reply(id_, result=result)

@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from a2a_serverless.bindings.connections import holding, release
+from a2a_serverless.bindings.connections import held
 from a2a_serverless.bindings.cors import CorsHeaders
 from a2a_serverless.bindings.errors import (
     a2a_error_details,
@@ -260,7 +260,8 @@ def send_router(service: A2AService) -> APIRouter:
         connection = await _connect(
             service, who, ConnectionKind.BLOCKING, service.blocks(send_request)
         )
-        try:
+
+        async def respond() -> Response:
             accepted = await run_in_thread(
                 service.accept_message, who.owner, send_request, who, activated
             )
@@ -274,10 +275,9 @@ def send_router(service: A2AService) -> APIRouter:
                 lambda exc: error_response(request, exc),
                 media_type=response_media_type(request),
             )
-        except BaseException:
-            await release(connection)
-            raise
-        return holding(echo_extensions(response, activated), connection)
+            return echo_extensions(response, activated)
+
+        return await held(connection, respond)
 
     return router
 
@@ -305,15 +305,13 @@ async def _streamed(
 ) -> Response:
     """An SSE response holding its connection until the stream ends."""
     connection = await _connect(service, who, kind)
-    try:
+
+    async def respond() -> Response:
         start = await run_in_thread(open_stream)
         response: Response = sse_response(event_frames(service, start, _stream_payload))
-    except BaseException:
-        await release(connection)
-        raise
-    if activated is not None:
-        response = echo_extensions(response, activated)
-    return holding(response, connection)
+        return response if activated is None else echo_extensions(response, activated)
+
+    return await held(connection, respond)
 
 
 def stream_router(service: A2AService) -> APIRouter:
