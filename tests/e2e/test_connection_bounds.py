@@ -180,60 +180,57 @@ async def test_a_hostile_principal_gets_429s_and_others_reads_stay_fast(base: st
         await again.aclose()
 
 
+@contextlib.asynccontextmanager
+async def at_the_bound(client: httpx.AsyncClient, prefix: str = "") -> AsyncIterator[None]:
+    """While the client's principal holds BOUND open subscriptions (to a task of its own)."""
+    task_id = await waiting_task(client, prefix)
+    admitted, _ = await open_streams(client, "POST", f"{prefix}/tasks/{task_id}:subscribe", BOUND)
+    try:
+        assert len(admitted) == BOUND
+        yield
+    finally:
+        await close_all(admitted)
+
+
 async def test_a_blocking_send_past_the_bound_creates_no_task(base: str) -> None:
-    async with client_of(base, new_principal("blocker")) as client:
-        task_id = await waiting_task(client)
-        admitted, _ = await open_streams(client, "POST", f"/tasks/{task_id}:subscribe", BOUND)
-        try:
-            assert len(admitted) == BOUND
-            before = (await client.get("/tasks")).json()["totalSize"]
-            refused = await client.post("/message:send", json=message_body("blocked"))
-            assert_too_many(refused)
-            assert (await client.get("/tasks")).json()["totalSize"] == before
-            # Not waiting, a send holds no connection: it is served.
-            quick = await client.post(
-                "/message:send",
-                json={**message_body("quick"), "configuration": {"returnImmediately": True}},
-            )
-            assert quick.status_code == 200, quick.text
-        finally:
-            await close_all(admitted)
+    async with client_of(base, new_principal("blocker")) as client, at_the_bound(client):
+        before = (await client.get("/tasks")).json()["totalSize"]
+        refused = await client.post("/message:send", json=message_body("blocked"))
+        assert_too_many(refused)
+        assert (await client.get("/tasks")).json()["totalSize"] == before
+        # Not waiting, a send holds no connection: it is served.
+        quick = await client.post(
+            "/message:send",
+            json={**message_body("quick"), "configuration": {"returnImmediately": True}},
+        )
+        assert quick.status_code == 200, quick.text
 
 
 async def test_tenants_of_a_principal_share_its_bound(base: str) -> None:
-    async with client_of(base, new_principal("tenanted")) as client:
-        task_id = await waiting_task(client, "/acme")
-        admitted, _ = await open_streams(client, "POST", f"/acme/tasks/{task_id}:subscribe", BOUND)
-        try:
-            assert len(admitted) == BOUND
-            other_tenant = await client.post("/other/message:stream", json=message_body("x"))
-            assert_too_many(other_tenant)
-            no_tenant = await client.post("/message:stream", json=message_body("y"))
-            assert_too_many(no_tenant)
-        finally:
-            await close_all(admitted)
+    async with (
+        client_of(base, new_principal("tenanted")) as client,
+        at_the_bound(client, "/acme"),
+    ):
+        other_tenant = await client.post("/other/message:stream", json=message_body("x"))
+        assert_too_many(other_tenant)
+        no_tenant = await client.post("/message:stream", json=message_body("y"))
+        assert_too_many(no_tenant)
 
 
 async def test_a_jsonrpc_stream_past_the_bound_is_a_429_error_object(base: str) -> None:
-    async with client_of(base, new_principal("rpc")) as client:
-        task_id = await waiting_task(client)
-        admitted, _ = await open_streams(client, "POST", f"/tasks/{task_id}:subscribe", BOUND)
-        try:
-            assert len(admitted) == BOUND
-            call = {
-                "jsonrpc": "2.0",
-                "id": "s1",
-                "method": "SendStreamingMessage",
-                "params": message_body("streamed"),
-            }
-            refused = await client.post("/", json=call)
-            assert refused.status_code == 429, refused.content
-            assert 1 <= int(refused.headers["retry-after"]) <= 60
-            body = refused.json()
-            assert body["id"] == "s1" and body["error"]["code"] == RESOURCE_EXHAUSTED_CODE
-            assert body["error"]["data"][0]["reason"] == "RESOURCE_EXHAUSTED"
-        finally:
-            await close_all(admitted)
+    async with client_of(base, new_principal("rpc")) as client, at_the_bound(client):
+        call = {
+            "jsonrpc": "2.0",
+            "id": "s1",
+            "method": "SendStreamingMessage",
+            "params": message_body("streamed"),
+        }
+        refused = await client.post("/", json=call)
+        assert refused.status_code == 429, refused.content
+        assert 1 <= int(refused.headers["retry-after"]) <= 60
+        body = refused.json()
+        assert body["id"] == "s1" and body["error"]["code"] == RESOURCE_EXHAUSTED_CODE
+        assert body["error"]["data"][0]["reason"] == "RESOURCE_EXHAUSTED"
 
 
 async def test_several_principals_get_subscriptions_leave_get_task_reads_served(
