@@ -1185,8 +1185,8 @@ if spec["kind"] == "baseline":
     sys.exit(0)
 sys.path.insert(0, spec["code_dir"])
 if spec["kind"] == "web":
-    # What run.sh's `python -m a2a_serverless.functions.loopback_server` loads before the app.
-    import a2a_serverless.functions.loopback_server
+    # What run.sh's `python -m a2a_serverless.handlers.loopback_server` loads before the app.
+    import a2a_serverless.handlers.loopback_server
 import app
 t1 = time.perf_counter()
 event = json.loads(open(spec["event"]).read())

@@ -1,5 +1,5 @@
-"""Lambda entry point: the code is a2a_serverless.functions.agent_card."""
+"""Lambda entry point: the code is a2a_serverless.handlers.agent_card."""
 
-from a2a_serverless.functions.agent_card import create
+from a2a_serverless.handlers.agent_card import create
 
 app, handler = create()

@@ -1,5 +1,5 @@
-"""Lambda entry point: the code is a2a_serverless.functions.authorizer."""
+"""Lambda entry point: the code is a2a_serverless.handlers.authorizer."""
 
-from a2a_serverless.functions.authorizer import create
+from a2a_serverless.handlers.authorizer import create
 
 handler = create()

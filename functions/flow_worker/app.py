@@ -1,5 +1,5 @@
-"""Lambda entry point: the code is a2a_serverless.functions.flow_worker."""
+"""Lambda entry point: the code is a2a_serverless.handlers.flow_worker."""
 
-from a2a_serverless.functions.flow_worker import create
+from a2a_serverless.handlers.flow_worker import create
 
 handler = create()

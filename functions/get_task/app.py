@@ -1,5 +1,5 @@
-"""Lambda entry point: the code is a2a_serverless.functions.get_task."""
+"""Lambda entry point: the code is a2a_serverless.handlers.get_task."""
 
-from a2a_serverless.functions.get_task import create
+from a2a_serverless.handlers.get_task import create
 
 app = create()

@@ -1,5 +1,5 @@
-"""Lambda entry point: the code is a2a_serverless.functions.list_tasks."""
+"""Lambda entry point: the code is a2a_serverless.handlers.list_tasks."""
 
-from a2a_serverless.functions.list_tasks import create
+from a2a_serverless.handlers.list_tasks import create
 
 app, handler = create()

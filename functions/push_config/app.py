@@ -1,5 +1,5 @@
-"""Lambda entry point: the code is a2a_serverless.functions.push_config."""
+"""Lambda entry point: the code is a2a_serverless.handlers.push_config."""
 
-from a2a_serverless.functions.push_config import create
+from a2a_serverless.handlers.push_config import create
 
 app, handler = create()

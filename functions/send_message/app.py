@@ -1,5 +1,5 @@
-"""Lambda entry point: the code is a2a_serverless.functions.send_message."""
+"""Lambda entry point: the code is a2a_serverless.handlers.send_message."""
 
-from a2a_serverless.functions.send_message import create
+from a2a_serverless.handlers.send_message import create
 
 app = create()

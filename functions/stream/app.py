@@ -1,5 +1,5 @@
-"""Lambda entry point: the code is a2a_serverless.functions.stream."""
+"""Lambda entry point: the code is a2a_serverless.handlers.stream."""
 
-from a2a_serverless.functions.stream import create
+from a2a_serverless.handlers.stream import create
 
 app = create()

@@ -4,5 +4,5 @@
 # Unbuffered: stdout is a pipe, and a log line or EMF blob left in Python's buffer when the
 # invocation ends would reach CloudWatch late (or, at shutdown, never).
 PYTHONUNBUFFERED=1 PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/opt/python:${LAMBDA_RUNTIME_DIR:-}" \
-  exec python -m a2a_serverless.functions.loopback_server \
+  exec python -m a2a_serverless.handlers.loopback_server \
   --host 127.0.0.1 --port "${PORT:-8080}" app:app

@@ -1,5 +1,5 @@
-"""Lambda entry point: the code is a2a_serverless.functions.webhook_sender."""
+"""Lambda entry point: the code is a2a_serverless.handlers.webhook_sender."""
 
-from a2a_serverless.functions.webhook_sender import create
+from a2a_serverless.handlers.webhook_sender import create
 
 handler = create()

@@ -29,7 +29,7 @@ from a2a_serverless.cli.scaffold import (
     scaffold,
     settings_template,
 )
-from a2a_serverless.functions import FlowLoadError, flow_at_init
+from a2a_serverless.handlers import FlowLoadError, flow_at_init
 from a2a_serverless.local.__main__ import parse_params
 from a2a_serverless.local.template import (
     Resolver,
@@ -119,7 +119,7 @@ def test_every_function_of_the_template_has_an_entry_point_in_the_package() -> N
 
 
 def test_this_repository_binds_the_same_entry_files_a_project_gets() -> None:
-    """The entry code exists once (a2a_serverless/functions): app.py only binds it."""
+    """The entry code exists once (a2a_serverless/handlers): app.py only binds it."""
     for name in ENTRY_POINTS:
         assert (ROOT / "functions" / name / "app.py").read_text() == app_py(name), name
     for name in ("send_message", "stream", "get_task"):
@@ -272,7 +272,7 @@ def test_the_vendored_wheel_holds_the_package_and_its_metadata(tmp_path: Path) -
         template = zf.read("a2a_serverless/cli/template.yaml").decode()
     assert "Name: a2a-serverless" in metadata and "Requires-Dist: starlette" in metadata
     assert "a2a-serverless = a2a_serverless.cli:main" in entry_points  # the command
-    assert "a2a_serverless/functions/stream.py" in names
+    assert "a2a_serverless/handlers/stream.py" in names
     assert "a2a_serverless/layer-constraints.txt" in names
     # The sample events `new` writes, though cli/events is a link in a source tree.
     assert "a2a_serverless/cli/events/send_message.json" in names

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from a2a_serverless import functions, wiring
+from a2a_serverless import handlers, wiring
 from tests.function_probe import run_in_function
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +173,7 @@ def test_a_function_that_does_not_serve_the_flow_never_imports_the_agent(
 ) -> None:
     init = _init(function, _with_agent(tmp_path))
     assert "heavy_agent" not in init["modules"]
-    assert "a2a_serverless.functions." + function in init["modules"]
+    assert "a2a_serverless.handlers." + function in init["modules"]
 
 
 @pytest.mark.parametrize("function", SERVES_THE_FLOW)
@@ -195,7 +195,7 @@ def _top_level(modules: set[str]) -> set[str]:
 @pytest.mark.parametrize("function", sorted(NOT_LOADED))
 def test_a_function_init_loads_only_what_it_uses(function: str) -> None:
     loaded = _top_level(_loaded(function))
-    assert "a2a_serverless.functions" in loaded  # the probe imported the real function
+    assert "a2a_serverless.handlers" in loaded  # the probe imported the real function
     assert not (NOT_LOADED[function] | NEVER) & loaded
 
 
@@ -204,7 +204,7 @@ WEB_ADAPTER = ("get_task", "send_message", "stream")
 _SERVED_PROBE = """
 import gc, json, sys
 start = set(sys.modules)  # the interpreter's own (site, __main__, ...)
-from a2a_serverless.functions import loopback_server
+from a2a_serverless.handlers import loopback_server
 before = sorted(set(sys.modules) - start)
 app = loopback_server.load_app("app:app")
 print(json.dumps({
@@ -226,7 +226,7 @@ def test_a_web_adapter_function_init_as_run_sh_starts_it(function: str) -> None:
     # ...and the app, imported as `app` (how functions/__init__.py recognises an init), makes
     # the function with no uvicorn either.
     loaded = _top_level(set(init["modules"]))
-    assert "a2a_serverless.functions." + function in loaded
+    assert "a2a_serverless.handlers." + function in loaded
     assert not (NOT_LOADED[function] | NEVER) & loaded
     assert init["gc"] is True
     assert init["frozen"] > 10_000  # the init pause ran: `app` was recognised
@@ -244,8 +244,8 @@ def test_importing_a_function_outside_its_init_leaves_the_gc_alone() -> None:
     # imported, so no pause (nothing would end it) and nothing frozen.
     code = (
         "import gc, json\n"
-        "import a2a_serverless.functions.webhook_sender as m\n"
-        "import a2a_serverless.functions.send_message\n"
+        "import a2a_serverless.handlers.webhook_sender as m\n"
+        "import a2a_serverless.handlers.send_message\n"
         "m.create()\n"
         "print(json.dumps([gc.isenabled(), gc.get_freeze_count()]))\n"
     )
@@ -263,7 +263,7 @@ def test_prewarm_builds_now_and_leaves_failures_to_the_first_request() -> None:
         built.append("broken")
         raise RuntimeError("no region")
 
-    functions.prewarm(broken, lambda: built.append("store"))
+    handlers.prewarm(broken, lambda: built.append("store"))
     assert built == ["broken", "store"]  # the failure did not stop the others
 
 
@@ -323,7 +323,7 @@ def test_after_restore_reseeds_random_and_drops_pooled_connections(
     snapshot = random.getstate()
     shared_next = random.random()
     random.setstate(snapshot)
-    functions.after_restore()
+    handlers.after_restore()
     assert random.random() != shared_next
     assert [c.closed for c in clients] == [1, 1]
 
@@ -335,19 +335,19 @@ def test_the_hook_is_registered_once_where_the_runtime_offers_it(
     fake = types.ModuleType("snapshot_restore_py")
     fake.register_after_restore = registered.append  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "snapshot_restore_py", fake)
-    monkeypatch.setattr(functions, "_hooked", False)
-    functions.register_snapstart_hooks()
-    functions.register_snapstart_hooks()  # a second create() in the same process
-    assert registered == [functions.after_restore]
+    monkeypatch.setattr(handlers, "_hooked", False)
+    handlers.register_snapstart_hooks()
+    handlers.register_snapstart_hooks()  # a second create() in the same process
+    assert registered == [handlers.after_restore]
 
 
 def test_without_the_runtime_library_nothing_is_registered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "snapshot_restore_py", None)  # import fails
-    monkeypatch.setattr(functions, "_hooked", False)
-    functions.register_snapstart_hooks()
-    assert functions._hooked is False
+    monkeypatch.setattr(handlers, "_hooked", False)
+    handlers.register_snapstart_hooks()
+    assert handlers._hooked is False
 
 
 def test_aws_clients_made_by_wiring_are_tracked_for_the_hook(

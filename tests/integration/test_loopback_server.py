@@ -1,4 +1,4 @@
-"""The Web Adapter functions' HTTP server (a2a_serverless/functions/loopback_server.py), as
+"""The Web Adapter functions' HTTP server (a2a_serverless/handlers/loopback_server.py), as
 run.sh starts it: its own process on a free port, driven over real sockets as the Lambda Web
 Adapter drives it (HTTP/1.1, kept-alive connections), with a test ASGI app and with a real
 function's app.py against a moto server."""
@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER = "a2a_serverless.functions.loopback_server"
+SERVER = "a2a_serverless.handlers.loopback_server"
 
 # Streams events 0.4 s apart, echoes what it was given, raises, hangs until the peer leaves:
 # what a disconnect reached is appended to $DISCONNECT_LOG.
@@ -125,7 +125,7 @@ def _free_port() -> int:
 
 
 class Server:
-    """`python -m a2a_serverless.functions.loopback_server --port N app:app` in `cwd`."""
+    """`python -m a2a_serverless.handlers.loopback_server --port N app:app` in `cwd`."""
 
     def __init__(self, cwd: Path, env: dict[str, str], log: Path) -> None:
         self.port = _free_port()

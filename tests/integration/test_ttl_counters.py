@@ -57,7 +57,7 @@ def test_the_mapping_passes_ttl_removals_of_task_headers_only() -> None:
 def test_the_sender_takes_an_expired_task_off_the_counters_once(
     local_stack: LocalStack, alice: A2A
 ) -> None:
-    from a2a_serverless.functions import webhook_sender
+    from a2a_serverless.handlers import webhook_sender
 
     handler = webhook_sender.create()
     kept = alice.send("stays", context_id="ctx-exp").task["id"]

@@ -104,7 +104,7 @@ def test_web_adapter_functions(cfn: dict[str, Any], sam: dict[str, Any], name: s
     # The adapter proxies to the port the app listens on; the package's loopback server
     # (not uvicorn: functions/loopback_server.py) serves app.py's `app`.
     assert re.search(
-        r"exec python -m a2a_serverless\.functions\.loopback_server \\\n.*app:app\b", script
+        r"exec python -m a2a_serverless\.handlers\.loopback_server \\\n.*app:app\b", script
     ), script
     assert "--host 127.0.0.1" in script  # the adapter's loopback connection only
     assert '--port "${PORT:-8080}"' in script and env["PORT"] == "8080"
@@ -127,7 +127,7 @@ def test_buffered_functions_use_app_handler(
     if name in MANGUM:
         # app.py binds the package's entry point, where the Mangum adapter is made.
         module = code_uri.rstrip("/").rsplit("/", 1)[-1]
-        code = ROOT / "shared/a2a_serverless/functions" / f"{module}.py"
+        code = ROOT / "shared/a2a_serverless/handlers" / f"{module}.py"
         assert "mangum_handler" in code.read_text()
 
 

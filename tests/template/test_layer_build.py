@@ -52,7 +52,7 @@ def test_the_layer_ships_the_package_without_its_dev_only_parts(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     package = artifacts / "python" / "a2a_serverless"
     shipped = {p.relative_to(package).as_posix() for p in package.rglob("*")}
-    assert {"wiring.py", "settings.py", "core/service.py", "functions/stream.py"} <= shipped
+    assert {"wiring.py", "settings.py", "core/service.py", "handlers/stream.py"} <= shipped
     dev_only = [
         name
         for name in shipped

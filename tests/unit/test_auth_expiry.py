@@ -85,7 +85,7 @@ def test_an_api_key_does_not_expire_by_itself() -> None:
 
 
 def test_the_authorizer_passes_the_jwts_expiry_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    import a2a_serverless.functions.authorizer as app
+    import a2a_serverless.handlers.authorizer as app
 
     issuer = Issuer()
     exp = int(time.time()) + 600

@@ -40,7 +40,7 @@ CONTEXT = LambdaContext("a2a-AuthorizerFunction")
 @pytest.fixture(scope="module")
 def app() -> Any:
     # The handler's code (functions/authorizer/app.py binds it): patched where it looks names up.
-    return importlib.import_module("a2a_serverless.functions.authorizer")
+    return importlib.import_module("a2a_serverless.handlers.authorizer")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The package's layers import one way: models ← store ← core ← bindings ← functions, with
+"""The package's layers import one way: models ← store ← core ← bindings ← handlers, with
 flows and push beside core (they use core; core never uses them), and no import cycle.
 
 Read from the source (every `import`, lazy ones inside functions included), so a wrong-way
@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "local": {"models", "store", "core", "flows", "push", "bindings", "settings", "wiring"},
     # The functions' entry code (functions/<name>/app.py binds it): the top, like wiring's users.
-    "functions": {
+    "handlers": {
         "models",
         "store",
         "core",

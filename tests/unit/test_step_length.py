@@ -13,7 +13,7 @@ from a2a_serverless import wiring
 from a2a_serverless.flows import Flow, Outcome, StepContext
 from a2a_serverless.flows.a2a_sdk import ExecutorFlow
 from a2a_serverless.flows.base import STEP_LIMIT_SECONDS, step_length_problem
-from a2a_serverless.functions import FlowLoadError, flow_at_init
+from a2a_serverless.handlers import FlowLoadError, flow_at_init
 from a2a_serverless.settings import get_settings
 
 

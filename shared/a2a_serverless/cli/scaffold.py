@@ -3,7 +3,7 @@
 The project has the same resources as this repository's template (the packaged copy, with the
 flow and the layer's source changed, and only the parameters a first deploy decides: the others
 are settings in its Mappings), one `functions/<name>/` folder per function whose app.py only
-binds `a2a_serverless.functions.<name>` (the entry code lives once, in the package), sample
+binds `a2a_serverless.handlers.<name>` (the entry code lives once, in the package), sample
 events, and a layer built by layer/Makefile from a wheel of this package in `vendor/` (this
 package is not on PyPI; its dependencies come from PyPI as manylinux aarch64 wheels, any local
 Python >= 3.11) and the project's requirements.txt.
@@ -35,9 +35,9 @@ EVENTS_DIR = PACKAGE_DIR / "cli" / "events"
 # The layer's source folder (the template's ContentUri): its Makefile and links to what goes in.
 LAYER_DIR = "layer"
 
-# functions/<name>/ -> what its app.py binds of `a2a_serverless.functions.<name>.create()`:
+# functions/<name>/ -> what its app.py binds of `a2a_serverless.handlers.<name>.create()`:
 # Mangum functions an app and its handler, Web Adapter functions an app (run.sh serves it with
-# a2a_serverless.functions.loopback_server), plain functions a handler.
+# a2a_serverless.handlers.loopback_server), plain functions a handler.
 ENTRY_POINTS: dict[str, str] = {
     "agent_card": "app, handler",
     "authorizer": "handler",
@@ -56,7 +56,7 @@ RUN_SH = """#!/bin/sh
 # Unbuffered: stdout is a pipe, and a log line or EMF blob left in Python's buffer when the
 # invocation ends would reach CloudWatch late (or, at shutdown, never).
 PYTHONUNBUFFERED=1 PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/opt/python:${LAMBDA_RUNTIME_DIR:-}" \\
-  exec python -m a2a_serverless.functions.loopback_server \\
+  exec python -m a2a_serverless.handlers.loopback_server \\
   --host 127.0.0.1 --port "${PORT:-8080}" app:app
 """
 
@@ -64,9 +64,9 @@ PYTHONUNBUFFERED=1 PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/opt/python:${LAMBDA_R
 def app_py(name: str) -> str:
     """functions/<name>/app.py: the function's entry point, bound from the package."""
     return (
-        f'"""Lambda entry point: the code is a2a_serverless.functions.{name}."""\n'
+        f'"""Lambda entry point: the code is a2a_serverless.handlers.{name}."""\n'
         "\n"
-        f"from a2a_serverless.functions.{name} import create\n"
+        f"from a2a_serverless.handlers.{name} import create\n"
         "\n"
         f"{ENTRY_POINTS[name]} = create()\n"
     )

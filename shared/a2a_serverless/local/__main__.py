@@ -170,7 +170,7 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
 def _startup_problem() -> str | None:
     """Why the stack cannot serve: its settings (a variable exported before the command wins
     over the template's) or its flow (one that does not load, or whose steps run longer than
-    the workflow lets them); None when both are fine. The check of functions.flow_at_init,
+    the workflow lets them); None when both are fine. The check of handlers.flow_at_init,
     in this command's words (the local stack may not import the functions' entry code)."""
     from a2a_serverless import wiring
     from a2a_serverless.flows.base import step_length_problem

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import a2a_serverless.functions.init_pause  # noqa: F401  (first: the init pause)
+import a2a_serverless.handlers.init_pause  # noqa: F401  (first: the init pause)
 from a2a_serverless.flows.runtime import FlowWorker
-from a2a_serverless.functions import flow_at_init, init_done, prewarm
+from a2a_serverless.handlers import flow_at_init, init_done, prewarm
 from a2a_serverless.observability import instrumented_handler
 from a2a_serverless.wiring import get_executor, get_flow, get_store
 

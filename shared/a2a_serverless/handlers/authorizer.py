@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import a2a_serverless.functions.init_pause  # noqa: F401  (first: the init pause)
+import a2a_serverless.handlers.init_pause  # noqa: F401  (first: the init pause)
 from a2a_serverless.core.auth import Authenticated, Unauthenticated, claims_json
-from a2a_serverless.functions import init_done, prewarm
+from a2a_serverless.handlers import init_done, prewarm
 from a2a_serverless.observability import instrumented_handler
 from a2a_serverless.wiring import get_authenticator
 

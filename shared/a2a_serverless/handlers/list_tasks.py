@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import a2a_serverless.functions.init_pause  # noqa: F401  (first: the init pause)
+import a2a_serverless.handlers.init_pause  # noqa: F401  (first: the init pause)
 from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import mangum_handler
 from a2a_serverless.bindings.rest import create_app, list_tasks_router
-from a2a_serverless.functions import init_done, register_snapstart_hooks
+from a2a_serverless.handlers import init_done, register_snapstart_hooks
 
 
 def create() -> tuple[Any, Any]:

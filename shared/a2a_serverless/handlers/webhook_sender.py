@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import a2a_serverless.functions.init_pause  # first: the init pause
+import a2a_serverless.handlers.init_pause  # first: the init pause
 
 # Before anything imports pydantic (settings, models): Powertools' batch utility imports its
 # parser's pydantic event models (Kinesis, Kafka, SQS, ... ~20 ms) when it finds pydantic
 # already loaded, only to type a `model` argument this function never passes.
 import a2a_serverless.push.handler  # noqa: F401  # isort: skip
-from a2a_serverless.functions import init_done, prewarm
+from a2a_serverless.handlers import init_done, prewarm
 from a2a_serverless.observability import instrumented_handler
 from a2a_serverless.push.handler import handle
 from a2a_serverless.wiring import get_webhook_sender

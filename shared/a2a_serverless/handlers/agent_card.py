@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import a2a_serverless.functions.init_pause  # noqa: F401  (first: the init pause)
+import a2a_serverless.handlers.init_pause  # noqa: F401  (first: the init pause)
 from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import mangum_handler
 from a2a_serverless.bindings.rest import card_router, create_app
-from a2a_serverless.functions import flow_at_init, init_done, register_snapstart_hooks
+from a2a_serverless.handlers import flow_at_init, init_done, register_snapstart_hooks
 from a2a_serverless.settings import get_settings
 
 

@@ -44,7 +44,7 @@ _frozen = False
 def pause_for_init() -> None:
     """Start the init pause, in a function's init only (see `_entry_point_importing`). Only
     a function module whose create() ends with `init_done()` may call this (through
-    `import a2a_serverless.functions.init_pause`)."""
+    `import a2a_serverless.handlers.init_pause`)."""
     global _paused
     if not _paused and _entry_point_importing() and gc.isenabled():
         gc.disable()

@@ -1,6 +1,6 @@
 """The Web Adapter functions' HTTP server: serves `functions/<name>/app.py`'s ASGI app to the
 Lambda Web Adapter over its loopback connection (run.sh:
-`python -m a2a_serverless.functions.loopback_server app:app`).
+`python -m a2a_serverless.handlers.loopback_server app:app`).
 
 Why not uvicorn: its import (its CLI with click, its config with logging.config,
 multiprocessing and supervisors) was ~20-30 ms of every cold start's CPU for features this
@@ -20,7 +20,7 @@ process never uses. The peer is a single well-behaved HTTP/1.1 client (the adapt
 - No idle timeout on kept-alive connections: the adapter pools them across invocations, and
   a server closing an idle one races the adapter reusing it after a freeze/thaw (a failed
   invocation); the adapter closes what it no longer wants.
-- Logging: nothing is configured here. Errors go to `a2a_serverless.functions.loopback_server`,
+- Logging: nothing is configured here. Errors go to `a2a_serverless.handlers.loopback_server`,
   a child of the package logger the function's Powertools Logger writes through (JSON lines,
   observability.function_logger); before the app is imported, Python's last-resort handler
   writes warnings and errors to stderr. No access log (the app logs each request itself).
@@ -44,7 +44,7 @@ from urllib.parse import unquote
 
 import h11
 
-logger = logging.getLogger("a2a_serverless.functions.loopback_server")
+logger = logging.getLogger("a2a_serverless.handlers.loopback_server")
 
 # Request heads carry API Gateway's request context and Lambda's context as JSON headers
 # (x-amzn-request-context, x-amzn-lambda-context): more room than h11's 16 KiB default.

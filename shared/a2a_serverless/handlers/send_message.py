@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import a2a_serverless.functions.init_pause  # noqa: F401  (first: the init pause)
+import a2a_serverless.handlers.init_pause  # noqa: F401  (first: the init pause)
 from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import web_adapter_app
 from a2a_serverless.bindings.rest import create_app, send_router
-from a2a_serverless.functions import flow_at_init, init_done, prewarm
+from a2a_serverless.handlers import flow_at_init, init_done, prewarm
 
 
 def create() -> Any:
