@@ -33,9 +33,9 @@ from a2a_serverless.store import (
     StatusChange,
     TaskRecord,
     TaskSnapshot,
-    keys,
 )
 from a2a_serverless.store.base import ListedContents
+from a2a_serverless.store.dynamodb import keys
 from a2a_serverless.store.fold import fold_events, task_from_events
 
 

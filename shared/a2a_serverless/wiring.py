@@ -15,12 +15,13 @@ from a2a_serverless.settings import Settings, get_settings
 # HTTP service; the card function never loads the store; the authorizer never loads the
 # flow API, the executor or the egress policy).
 if TYPE_CHECKING:
-    from a2a_serverless.core.auth import Authenticator
+    from a2a_serverless.auth import Authenticator
+    from a2a_serverless.aws.step_functions import StepFunctionsExecutor
     from a2a_serverless.core.card import CardFactory
     from a2a_serverless.core.card_signing import CardSigner
     from a2a_serverless.core.connections import ConnectionLimiter
     from a2a_serverless.core.egress import EgressPolicy
-    from a2a_serverless.core.executor import StepFunctionsExecutor, TurnContext
+    from a2a_serverless.core.executor import TurnContext
     from a2a_serverless.core.push import PushService
     from a2a_serverless.core.service import A2AService
     from a2a_serverless.flows.base import Flow
@@ -134,7 +135,7 @@ def get_store() -> DynamoDBTaskStore:
 def get_executor() -> StepFunctionsExecutor:
     """Starts flow steps' executions: the send path (a turn's first step) and the flow worker
     (the step after one that asks for another)."""
-    from a2a_serverless.core.executor import StepFunctionsExecutor
+    from a2a_serverless.aws.step_functions import StepFunctionsExecutor
 
     settings = get_settings()
     return StepFunctionsExecutor(aws_client("stepfunctions", settings), settings.state_machine_arn)
@@ -273,7 +274,8 @@ def card_signer(settings: Settings) -> CardSigner | None:
     key = settings.card_signing_key.strip()
     if not key:
         return None
-    from a2a_serverless.core.card_signing import KmsCardSigner, LocalCardSigner
+    from a2a_serverless.aws.kms import KmsCardSigner
+    from a2a_serverless.core.card_signing import LocalCardSigner
 
     if key == "local":
         if settings.lambda_task_root:
@@ -304,7 +306,7 @@ def get_authenticator() -> Authenticator | None:
     """The authorizer's authenticator for AUTH_MODE (None: Iam or None, no authorizer).
     Cached: the JWKS cache lives as long as the function's environment."""
     # Imported here: only the authorizer needs httpx and joserfc (cold start of the others).
-    from a2a_serverless.core.auth import authenticator_for
+    from a2a_serverless.auth import authenticator_for
 
     return authenticator_for(get_settings(), get_api_key_store())
 

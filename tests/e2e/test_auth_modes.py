@@ -416,7 +416,7 @@ def assert_refused(response: httpx.Response, mode: str, message: str | None = No
 
 
 def test_a_jwt_is_never_accepted_after_it_expired(jwt_server: DevServer) -> None:
-    from a2a_serverless.core.auth import LEEWAY_SECONDS
+    from a2a_serverless.auth import LEEWAY_SECONDS
 
     name = unique("erin")
     now = int(time.time())

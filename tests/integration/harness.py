@@ -30,10 +30,10 @@ from urllib.parse import urlencode
 import boto3
 import httpx
 
+import a2a_serverless.store.dynamodb.keys as keys
 from a2a_serverless import wiring
 from a2a_serverless.local.resources import LambdaContext
 from a2a_serverless.local.stack import REGION, LocalStack
-from a2a_serverless.store import keys
 from tests.helpers import user_message  # also imported from here by the tests
 from tests.wire import check_response
 

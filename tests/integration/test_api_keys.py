@@ -14,12 +14,13 @@ import pytest
 from boto3.dynamodb.types import TypeDeserializer
 
 from a2a_serverless import wiring
-from a2a_serverless.core.auth import API_KEY_HEADER, ApiKeyAdmin, IssuedKey, hash_api_key
-from a2a_serverless.core.usage_plans import ApiGatewayUsageKeys
+from a2a_serverless.auth import API_KEY_HEADER, ApiKeyAdmin, IssuedKey, hash_api_key
+from a2a_serverless.aws.usage_plans import ApiGatewayUsageKeys
 from a2a_serverless.local.resources import LambdaContext, load_module
 from a2a_serverless.local.stack import REGION, LocalStack
-from a2a_serverless.store import ListQuery, stream_event
+from a2a_serverless.store import ListQuery
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
+from a2a_serverless.store.dynamodb.keys import stream_event
 from tests.integration.harness import ddb
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from a2a_serverless.auth import ApiKeyAuthenticator, Unauthenticated
 from a2a_serverless.cli import main
-from a2a_serverless.core.auth import ApiKeyAuthenticator, Unauthenticated
 from a2a_serverless.local.template import load_template
 from a2a_serverless.store.dynamodb import DynamoDBTaskStore
 from tests.scripts import load_script

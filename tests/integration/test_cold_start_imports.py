@@ -83,8 +83,9 @@ NOT_LOADED = {
         "a2a_serverless.bindings.rest",
     },
     "authorizer": {
+        "fastapi",
         "mangum",
-        "httpx",  # only a JWT authorizer fetching its JWKS loads it (core/auth.py)
+        "httpx",  # only a JWT authorizer fetching its JWKS loads it (auth/jwt.py)
         "a2a_serverless.core.card",
         "a2a_serverless.core.service",
         "a2a_serverless.push.sender",

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from a2a_serverless import wiring
-from a2a_serverless.core.auth import ApiKeyAdmin
+from a2a_serverless.auth import ApiKeyAdmin
 from a2a_serverless.local.resources import LambdaContext
 from a2a_serverless.local.stack import LocalStack
 from tests.integration.harness import (

@@ -17,8 +17,8 @@ import pytest
 from a2a_serverless import wiring
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.models import TaskState
-from a2a_serverless.store import ListQuery, TaskStore, keys
-from a2a_serverless.store.dynamodb import DynamoDBTaskStore
+from a2a_serverless.store import ListQuery, TaskStore
+from a2a_serverless.store.dynamodb import DynamoDBTaskStore, keys
 from tests.contract.cases import T0, chunk, create, message, move, uid
 from tests.fakes import InMemoryTaskStore
 from tests.integration.harness import (

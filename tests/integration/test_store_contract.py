@@ -69,7 +69,7 @@ def test_a_header_written_before_the_webhook_mark_has_its_configs_read(
     """Headers written before `hooks` existed say nothing about webhooks: a batch's read
     queries their configs (a header marked false, the only one skipped, is asserted false
     here first, so this fails if the mark's name or value changes)."""
-    from a2a_serverless.store import keys
+    from a2a_serverless.store.dynamodb import keys
     from tests.contract.cases import config, create, uid
 
     task_id = create(store, uid("owner")).task_id

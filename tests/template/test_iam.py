@@ -275,8 +275,8 @@ def test_the_sender_reads_only_its_own_stream_and_queue(cfn: dict[str, Any]) -> 
 
 def test_the_authorizer_reads_api_key_items_only(cfn: dict[str, Any]) -> None:
     """One GetItem on the table, only of items whose partition key starts with APIKEY# (an API
-    key's record: store/keys.py; no other item's partition key starts so)."""
-    from a2a_serverless.store import keys
+    key's record: store/dynamodb/keys.py; no other item's partition key starts so)."""
+    from a2a_serverless.store.dynamodb import keys
 
     (statement,) = statements(role_of(cfn, "AuthorizerFunction")[1])
     assert as_list(statement["Action"]) == ["dynamodb:GetItem"]
@@ -299,8 +299,8 @@ def _unconditional_actions(role: dict[str, Any]) -> set[str]:
 
 
 # The functions that lease long-lived connections beyond what they may do anyway: their lease
-# writes, on lease items only (store/keys.py LEASE_PREFIX; StreamFunction writes and deletes
-# anywhere already, for its other methods).
+# writes, on lease items only (store/dynamodb/keys.py LEASE_PREFIX; StreamFunction writes and
+# deletes anywhere already, for its other methods).
 LEASE_WRITES = {
     "GetTaskFunction": ["dynamodb:PutItem", "dynamodb:DeleteItem"],
     "SendMessageFunction": ["dynamodb:DeleteItem"],
@@ -310,7 +310,7 @@ LEASE_WRITES = {
 def test_lease_writes_are_scoped_to_lease_items(cfn: dict[str, Any]) -> None:
     """A lease write is allowed on items whose partition key starts with L# only (a connection
     lease: no other item's partition key starts so)."""
-    from a2a_serverless.store import keys
+    from a2a_serverless.store.dynamodb import keys
 
     for name, actions in LEASE_WRITES.items():
         (statement,) = [s for s in statements(role_of(cfn, name)[1]) if "Condition" in s]

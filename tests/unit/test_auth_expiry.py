@@ -25,16 +25,16 @@ from botocore.credentials import Credentials
 from joserfc import jwt
 from starlette.requests import Request
 
-from a2a_serverless.bindings.http import CHALLENGES, caller
-from a2a_serverless.bindings.jsonrpc import jsonrpc_router
-from a2a_serverless.bindings.rest import create_app, get_task_router
-from a2a_serverless.core.auth import (
+from a2a_serverless.auth import (
     LEEWAY_SECONDS,
     ApiKeyAdmin,
     ApiKeyAuthenticator,
     JwtAuthenticator,
     Unauthenticated,
 )
+from a2a_serverless.bindings.http import CHALLENGES, caller
+from a2a_serverless.bindings.jsonrpc import jsonrpc_router
+from a2a_serverless.bindings.rest import create_app, get_task_router
 from a2a_serverless.core.errors import AuthenticationRequiredError
 from a2a_serverless.local.authorizers import GatewayError, LocalUsagePlan
 from a2a_serverless.local.issuer import LocalIssuer

@@ -20,8 +20,7 @@ import pytest
 from joserfc import jwk, jws, jwt
 from joserfc.jwk import ECKey, RSAKey
 
-from a2a_serverless.core.auth import (
-    MAX_CLAIMS_JSON_BYTES,
+from a2a_serverless.auth import (
     Authenticated,
     JwksCache,
     JwtAuthenticator,
@@ -29,6 +28,7 @@ from a2a_serverless.core.auth import (
     authenticator_for,
     claims_json,
 )
+from a2a_serverless.auth.jwt import MAX_CLAIMS_JSON_BYTES
 from a2a_serverless.settings import Settings
 from tests.fakes import InMemoryApiKeyStore
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from a2a_serverless.core.auth import (
+from a2a_serverless.auth import (
     API_KEY_HEADER,
     ApiKeyAdmin,
     ApiKeyAuthenticator,

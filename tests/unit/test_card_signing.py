@@ -32,13 +32,12 @@ from jwt import PyJWK
 from moto import mock_aws
 
 from a2a_serverless import wiring
+from a2a_serverless.aws.kms import KMS_RAW_MAX_BYTES, KmsCardSigner
 from a2a_serverless.bindings.rest import card_router, create_app
 from a2a_serverless.core.card import CardFactory, SignedAgentCard
 from a2a_serverless.core.card_signing import (
-    KMS_RAW_MAX_BYTES,
     CardSigner,
     CardSigningError,
-    KmsCardSigner,
     LocalCardSigner,
     canonical_card,
     canonicalize,

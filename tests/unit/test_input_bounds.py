@@ -22,7 +22,7 @@ from a2a_serverless.models import (
     limits,
 )
 from a2a_serverless.models.v03 import text_to_v03
-from a2a_serverless.store.keys import MAX_CONFIG_ID_BYTES, MAX_ID_BYTES, MAX_OWNER_BYTES
+from a2a_serverless.store.dynamodb.keys import MAX_CONFIG_ID_BYTES, MAX_ID_BYTES, MAX_OWNER_BYTES
 from tests.fakes import InMemoryTaskStore
 from tests.unit.test_send_path import RecordingExecutor
 

@@ -1,4 +1,4 @@
-"""The key layout (store/keys.py): joined keys are injective, and every key stays within
+"""The key layout (store/dynamodb/keys.py): joined keys are injective, and every key stays within
 DynamoDB's byte limits when each caller-chosen part is at its bound."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+import a2a_serverless.store.dynamodb.keys as keys
 from a2a_serverless.models import TaskState, format_timestamp
-from a2a_serverless.store import keys
 
 # Strings that break naive joins and escapes: the separator, the escape character, the
 # escape sequences themselves, empty, non-ASCII (2-, 3- and 4-byte UTF-8).

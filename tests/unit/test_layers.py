@@ -1,5 +1,6 @@
 """The package's layers import one way: models ← store ← core ← bindings ← handlers, with
-flows and push beside core (they use core; core never uses them), and no import cycle.
+flows, push and auth beside core (they use it; core never uses them), aws (its AWS adapters)
+above it, and no import cycle.
 
 Read from the source (every `import`, lazy ones inside functions included), so a wrong-way
 import fails here before it becomes a tangle."""
@@ -23,6 +24,10 @@ ALLOWED: dict[str, set[str]] = {
     "botocore_endpoints": set(),
     "store": {"models"},
     "core": {"models", "store", "settings", "observability"},
+    # Who is calling (API keys, JWT): the authorizer and the admin commands use it.
+    "auth": {"models", "store", "settings"},
+    # AWS adapters of core's interfaces (Step Functions, KMS, API Gateway usage plans).
+    "aws": {"models", "core", "auth", "settings", "observability"},
     "flows": {"models", "store", "core", "settings", "observability"},
     "push": {"models", "store", "core", "settings", "observability"},
     "bindings": {"models", "core", "settings", "observability"},
@@ -30,18 +35,32 @@ ALLOWED: dict[str, set[str]] = {
         "models",
         "store",
         "core",
+        "auth",
+        "aws",
         "flows",
         "push",
         "settings",
         "observability",
         "botocore_endpoints",
     },
-    "local": {"models", "store", "core", "flows", "push", "bindings", "settings", "wiring"},
+    "local": {
+        "models",
+        "store",
+        "core",
+        "auth",
+        "aws",
+        "flows",
+        "push",
+        "bindings",
+        "settings",
+        "wiring",
+    },
     # The functions' entry code (functions/<name>/app.py binds it): the top, like wiring's users.
     "handlers": {
         "models",
         "store",
         "core",
+        "auth",
         "flows",
         "push",
         "bindings",
@@ -51,7 +70,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     # The command (dev-only, like local): serves the local stack, scaffolds projects, manages a
     # deployed stack's API keys (the same code the authorizer and the store run).
-    "cli": {"local", "settings", "models", "store", "core"},
+    "cli": {"local", "settings", "models", "store", "core", "auth", "aws"},
 }
 
 

@@ -14,7 +14,7 @@ from a2a_serverless.core.send import _media_match, content_hash
 from a2a_serverless.core.tail import PollPolicy
 from a2a_serverless.models import ListTasksRequest, Message
 from a2a_serverless.store import ListQuery, TaskRecord
-from a2a_serverless.store.keys import decode_page_token, encode_page_token
+from a2a_serverless.store.dynamodb.keys import decode_page_token, encode_page_token
 
 
 class _TokenCheckingStore:

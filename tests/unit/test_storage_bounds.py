@@ -27,8 +27,8 @@ from a2a_serverless.models import (
     TaskStatus,
     limits,
 )
-from a2a_serverless.store import StatusChange, TaskRecord, TooLarge, keys
-from a2a_serverless.store.dynamodb import tasks
+from a2a_serverless.store import StatusChange, TaskRecord, TooLarge
+from a2a_serverless.store.dynamodb import keys, tasks
 from a2a_serverless.store.dynamodb.tasks import DynamoDBTaskLog
 from tests.fakes import InMemoryTaskStore
 

@@ -194,12 +194,12 @@ def stack_outputs(session: Any, stack_name: str) -> dict[str, str]:
 
 
 def deployed_admin(stack_name: str, region: str | None, profile: str | None = None) -> Any:
-    """core.auth.ApiKeyAdmin over the stack's table and usage plan (from its outputs)."""
+    """auth.ApiKeyAdmin over the stack's table and usage plan (from its outputs)."""
     import boto3
     from botocore.exceptions import BotoCoreError
 
-    from a2a_serverless.core.auth import ApiKeyAdmin
-    from a2a_serverless.core.usage_plans import ApiGatewayUsageKeys
+    from a2a_serverless.auth import ApiKeyAdmin
+    from a2a_serverless.aws.usage_plans import ApiGatewayUsageKeys
     from a2a_serverless.store.dynamodb import DynamoDBTaskStore
 
     try:

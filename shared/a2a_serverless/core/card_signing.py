@@ -6,7 +6,7 @@ Canonicalization Scheme (RFC 8785), and check `<protected>.<base64url(canonical)
 as a compact JWS. So the signer here builds exactly those bytes from the card as served.
 
 Only the standard library is imported at module level: the card function's cold start pays
-for `cryptography` only when a key is configured (`LocalCardSigner`, `KmsCardSigner`).
+for `cryptography` only when a key is configured (`LocalCardSigner`, aws/kms.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ __all__ = [
     "ALGORITHM",
     "CardSigner",
     "CardSigningError",
-    "KmsCardSigner",
     "LocalCardSigner",
     "canonical_card",
     "canonicalize",
@@ -34,8 +33,6 @@ __all__ = [
 ALGORITHM = "ES256"  # ECDSA P-256 with SHA-256: KMS's ECC_NIST_P256 + ECDSA_SHA_256
 JWKS_PATH = "/.well-known/jwks.json"
 MAX_DEPTH = 128  # the a2a-sdk verifier's bound: a deeper card has no canonical form there
-# KMS Sign takes a RAW message of at most 4096 bytes; a longer one is signed as its digest.
-KMS_RAW_MAX_BYTES = 4096
 _P256_COORDINATE_BYTES = 32
 
 
@@ -214,7 +211,7 @@ def sign_card(card_json: dict[str, Any], signer: CardSigner, base_url: str) -> d
 # -- Keys --------------------------------------------------------------------------------------
 
 
-def _p256_jwk(public_key: Any) -> dict[str, str]:
+def p256_jwk(public_key: Any) -> dict[str, str]:
     """The public JWK of an EC P-256 key (`cryptography` key object), with its RFC 7638
     thumbprint as `kid`."""
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -254,7 +251,7 @@ class LocalCardSigner:
         self._key = (
             private_key if private_key is not None else ec.generate_private_key(ec.SECP256R1())
         )
-        self._jwk = _p256_jwk(self._key.public_key())
+        self._jwk = p256_jwk(self._key.public_key())
 
     @property
     def kid(self) -> str:
@@ -268,47 +265,3 @@ class LocalCardSigner:
 
     def public_jwk(self) -> dict[str, str]:
         return dict(self._jwk)
-
-
-class KmsCardSigner:
-    """An asymmetric KMS key (KeySpec ECC_NIST_P256, KeyUsage SIGN_VERIFY) that never leaves
-    KMS. Its public key is read once (kms:GetPublicKey) and kept; each signature is one
-    kms:Sign call (the card factory caches signatures, so a warm function makes few)."""
-
-    alg = ALGORITHM
-
-    def __init__(self, kms_client: Any, key_id: str) -> None:
-        self._kms = kms_client
-        self.key_id = key_id
-        self._jwk: dict[str, str] | None = None
-
-    def public_jwk(self) -> dict[str, str]:
-        if self._jwk is None:
-            from cryptography.hazmat.primitives.serialization import load_der_public_key
-
-            answer = self._kms.get_public_key(KeyId=self.key_id)
-            if answer.get("KeySpec") not in (None, "ECC_NIST_P256"):
-                raise CardSigningError(
-                    f"KMS key {self.key_id} is {answer.get('KeySpec')}: card signatures need "
-                    "an ECC_NIST_P256 key (ES256)"
-                )
-            self._jwk = _p256_jwk(load_der_public_key(answer["PublicKey"]))
-        return dict(self._jwk)
-
-    @property
-    def kid(self) -> str:
-        # The key's thumbprint, not its ARN: stable for the key, and it names no account.
-        return self.public_jwk()["kid"]
-
-    def sign(self, data: bytes) -> bytes:
-        if len(data) <= KMS_RAW_MAX_BYTES:
-            message, message_type = data, "RAW"
-        else:  # KMS signs the SHA-256 digest as ECDSA_SHA_256 would have made it
-            message, message_type = hashlib.sha256(data).digest(), "DIGEST"
-        answer = self._kms.sign(
-            KeyId=self.key_id,
-            Message=message,
-            MessageType=message_type,
-            SigningAlgorithm="ECDSA_SHA_256",
-        )
-        return der_to_raw(answer["Signature"])

@@ -43,7 +43,7 @@ from a2a_serverless.store import (
 )
 
 # Ids become parts of storage keys, which DynamoDB bounds in bytes: so are the ids (the
-# store's key layout, store/keys.py, says how much room each key has). The old name stays
+# store's key layout, store/dynamodb/keys.py, says how much room each key has). The old name stays
 # for the tests that import it.
 MAX_ID_LENGTH = MAX_ID_BYTES
 DEFAULT_PAGE_SIZE = 50

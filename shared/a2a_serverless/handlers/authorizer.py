@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 import a2a_serverless.handlers.init_pause  # noqa: F401  (first: the init pause)
-from a2a_serverless.core.auth import Authenticated, Unauthenticated, claims_json
+from a2a_serverless.auth import Authenticated, Unauthenticated, claims_json
 from a2a_serverless.handlers import init_done, prewarm
 from a2a_serverless.observability import instrumented_handler
 from a2a_serverless.wiring import get_authenticator

@@ -4,7 +4,7 @@ What a developer needs to get a credential for the mode the stack runs in (`scri
 calls these):
 - ApiKey: `POST /_local/keys {"principal", "description"?}` -> 201 `{"keyId", "apiKey",
   "principal"}`; `GET /_local/keys` -> `{"keys": [...]}`; `DELETE /_local/keys/{keyId}` -> 204.
-  Keys go through core.auth's ApiKeyAdmin into the stack's table (the authorizer reads them
+  Keys go through auth's ApiKeyAdmin into the stack's table (the authorizer reads them
   there) and into the local usage plan the gateway checks.
 - Jwt with the local issuer: `POST /_local/tokens {"sub", "scopes"?, "expiresIn"?,
   "claims"?}` -> `{"token"}`; `GET /_local/oidc/.well-known/openid-configuration` and
@@ -90,7 +90,7 @@ class LocalAdmin:
         self.auth_mode = auth_mode
         self.functions = functions
         self.usage_plan = usage_plan
-        # core.auth.ApiKeyAdmin over the stack's table, made on first use (the table's
+        # auth.ApiKeyAdmin over the stack's table, made on first use (the table's
         # client must be made after the stack has set its environment).
         self._key_admin_factory = key_admin
         self._key_admin: Any = None

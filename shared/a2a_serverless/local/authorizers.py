@@ -308,7 +308,7 @@ def _checked_result(result: Any) -> dict[str, Any]:
 
 class LocalUsagePlan:
     """The ApiKey mode's usage plan: API Gateway API keys (id, value) it contains, and a
-    request counter per key. Implements core.auth's UsageKeys for ApiKeyAdmin.
+    request counter per key. Implements auth's UsageKeys for ApiKeyAdmin.
 
     Throttling (ApiKeyRateLimit/BurstLimit) and quotas are not emulated: the counter shows
     what a key used."""

@@ -579,7 +579,7 @@ class LocalStack:
 
         def key_admin() -> Any:
             from a2a_serverless import wiring
-            from a2a_serverless.core.auth import ApiKeyAdmin
+            from a2a_serverless.auth import ApiKeyAdmin
 
             return ApiKeyAdmin(wiring.get_store(), usage_plan)
 

@@ -8,7 +8,7 @@ most once per request.
 
 from __future__ import annotations
 
-# -- ids that become parts of storage keys (store/keys.py checks the keys they make fit) ----
+# -- ids that become parts of storage keys (store/dynamodb/keys.py checks they fit) ----------
 MAX_ID_BYTES = 256  # messageId, contextId, taskId, referenceTaskIds[i]
 MAX_OWNER_BYTES = 384  # the authenticated principal (an IAM role session ARN is ~160)
 MAX_TENANT_CHARS = 64  # one URL path segment of unreserved characters
@@ -37,7 +37,7 @@ MAX_WEBHOOK_HEAD_BYTES = 8192
 MAX_PAGE_TOKEN_BYTES = 4096  # a ListTasks pageToken (the ones issued are ~150 bytes)
 
 # -- what a flow writes, and DynamoDB's item limits (README "Flow and storage bounds") ---------
-# The store measures every item it writes as DynamoDB does (store/keys.py `item_bytes`) and
+# The store measures every item it writes as DynamoDB does (store/dynamodb/keys.py `item_bytes`) and
 # refuses one past these (store.TooLarge, naming the bound) before writing anything; the flow
 # worker ends such a step's turn FAILED with that text.
 DYNAMODB_ITEM_BYTES = 400 * 1024  # DynamoDB's item limit: attribute names plus values
@@ -48,3 +48,8 @@ MAX_ITEM_BYTES = 384 * 1024
 MAX_FLOW_STATE_BYTES = 65_536  # a flow's ctx.state as stored JSON (the task header holds it)
 MAX_STATUS_MESSAGE_BYTES = 65_536  # the message a step ends its turn with, as JSON (header too)
 MAX_EVENT_BYTES = 380 * 1024  # one event as JSON: an artifact chunk or a progress status
+
+
+def utf8_size(value: str) -> int:
+    """A string's size as DynamoDB and the bounds measure it: UTF-8 bytes."""
+    return len(value.encode("utf-8", "surrogatepass"))

@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from a2a_serverless.models import TaskPushNotificationConfig
 from a2a_serverless.observability import log_context
 from a2a_serverless.push.sender import StreamEvent, WebhookSender
-from a2a_serverless.store import stream_event
+from a2a_serverless.store.dynamodb.keys import stream_event
 
 # Left of the function's remaining time when the batch's deadline is set: enough to queue
 # the rest and report.

@@ -1,9 +1,10 @@
 """Storage of tasks and API keys: the interfaces the core uses (by concern) and the values
 they exchange.
 
-The DynamoDB implementation is in store/dynamodb/, its item layout in store/keys.py.
+The DynamoDB implementation and its item layout (keys.py) are in store/dynamodb/.
 """
 
+from a2a_serverless.models.limits import MAX_ID_BYTES, MAX_OWNER_BYTES, utf8_size
 from a2a_serverless.store.base import (
     ApiKeyRecord,
     ApiKeyStore,
@@ -24,7 +25,6 @@ from a2a_serverless.store.base import (
     TaskStore,
     TooLarge,
 )
-from a2a_serverless.store.keys import MAX_ID_BYTES, MAX_OWNER_BYTES, stream_event, utf8_size
 
 __all__ = [
     "MAX_ID_BYTES",
@@ -47,6 +47,5 @@ __all__ = [
     "TaskSnapshot",
     "TaskStore",
     "TooLarge",
-    "stream_event",
     "utf8_size",
 ]

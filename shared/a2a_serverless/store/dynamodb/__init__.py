@@ -1,7 +1,7 @@
 """The DynamoDB store: one class per concern on one table, composed into DynamoDBTaskStore.
 
 table.py holds what they share (client, table, TTL, transactions, paging); the item layout
-is in store/keys.py.
+is in keys.py (with the decoding of the table's stream records).
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import a2a_serverless.store.dynamodb.keys as keys
 from a2a_serverless.models import format_timestamp
-from a2a_serverless.store import keys
 from a2a_serverless.store.base import ApiKeyRecord, ConflictError
+from a2a_serverless.store.dynamodb.keys import s
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
-from a2a_serverless.store.keys import s
 
 NEW_ITEM = "attribute_not_exists(pk)"
 EXISTING_ITEM = "attribute_exists(pk)"

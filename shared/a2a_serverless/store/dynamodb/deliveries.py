@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a_serverless.store import keys
+import a2a_serverless.store.dynamodb.keys as keys
 from a2a_serverless.store.base import PushDelivery
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
 

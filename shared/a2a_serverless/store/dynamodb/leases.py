@@ -14,10 +14,10 @@ import math
 import random
 from typing import Any
 
-from a2a_serverless.store import keys
+import a2a_serverless.store.dynamodb.keys as keys
 from a2a_serverless.store.base import LeaseGrant
+from a2a_serverless.store.dynamodb.keys import n, s
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
-from a2a_serverless.store.keys import n, s
 
 # Queries of a pool per acquire: each after every free slot it found was taken by a racer.
 ACQUIRE_ROUNDS = 3

@@ -11,17 +11,17 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import a2a_serverless.store.dynamodb.keys as keys
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
     TaskState,
     format_timestamp,
 )
-from a2a_serverless.store import keys
 from a2a_serverless.store.base import ListedContents, ListQuery, TaskRecord
+from a2a_serverless.store.dynamodb.keys import s
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
 from a2a_serverless.store.fold import fold_events
-from a2a_serverless.store.keys import s
 
 # Events after a task's last status change are artifact chunks (or progress) written without
 # a header update, so their count is unknown to a reader: they are probed for in windows

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import a2a_serverless.store.dynamodb.keys as keys
 from a2a_serverless.models import TaskPushNotificationConfig
-from a2a_serverless.store import keys
+from a2a_serverless.store.dynamodb.keys import s
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
-from a2a_serverless.store.keys import s
 
 
 class DynamoDBPushConfigs(DynamoDBTable):

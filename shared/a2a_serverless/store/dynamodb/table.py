@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from a2a_serverless.store import keys
+import a2a_serverless.store.dynamodb.keys as keys
 from a2a_serverless.store.base import ConflictError
 
 TRANSACTION_ATTEMPTS = 6

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import a2a_serverless.store.dynamodb.keys as keys
 from a2a_serverless.models import (
     Artifact,
     Message,
@@ -31,7 +32,6 @@ from a2a_serverless.models import (
     format_timestamp,
     limits,
 )
-from a2a_serverless.store import keys
 from a2a_serverless.store.base import (
     ConflictError,
     Dedupe,
@@ -40,9 +40,9 @@ from a2a_serverless.store.base import (
     TaskSnapshot,
     TooLarge,
 )
+from a2a_serverless.store.dynamodb.keys import n, s
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
 from a2a_serverless.store.fold import fold_events, task_from_events
-from a2a_serverless.store.keys import n, s
 
 NEW_ITEM = "attribute_not_exists(pk)"
 # The header attributes of TaskRecord.flow_step: the last (turn, step) whose outcome was saved.

@@ -15,7 +15,7 @@ _ALPHABET = string.ascii_letters + string.digits
 
 
 class ApiGatewayUsageKeys:
-    """UsageKeys (core/auth.py) on API Gateway: `create_api_key` + `create_usage_plan_key`."""
+    """UsageKeys (auth/api_keys.py) on API Gateway: `create_api_key` + `create_usage_plan_key`."""
 
     def __init__(self, client: Any, usage_plan_id: str) -> None:
         self._client = client  # a boto3 `apigateway` client

@@ -67,6 +67,7 @@ from a2a_serverless.models import (
     format_timestamp,
     limits,
 )
+from a2a_serverless.models.limits import utf8_size
 from a2a_serverless.store.base import (
     ApiKeyRecord,
     InvalidPageToken,
@@ -148,10 +149,6 @@ MAX_ID_BYTES = limits.MAX_ID_BYTES  # taskId, contextId, messageId
 MAX_OWNER_BYTES = limits.MAX_OWNER_BYTES  # the authenticated principal
 MAX_CONFIG_ID_BYTES = 4 * limits.MAX_PUSH_CONFIG_ID_CHARS  # characters: at most 4 bytes each
 TIMESTAMP_BYTES = len("2026-01-01T00:00:00.000Z")  # models.format_timestamp
-
-
-def utf8_size(value: str) -> int:
-    return len(value.encode("utf-8", "surrogatepass"))
 
 
 def escape(part: str) -> str:
