@@ -7,14 +7,10 @@ on a recording emitter or through the real FlowWorker over the in-memory store."
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -487,30 +483,3 @@ def test_card_fields_come_from_the_parameters_sdk_skills_too() -> None:
 def test_request_context_is_built_without_running_anything() -> None:
     context = request_context(step_context(text="x"))
     assert context.task_id == "t-1" and context.current_task is None
-
-
-# -- the optional dependency ----------------------------------------------------------------
-
-WITHOUT_SDK = """
-import sys
-sys.modules["a2a"] = None  # as if a2a-sdk were not installed
-import a2a_serverless.flows
-import a2a_serverless.flows.runtime
-import a2a_serverless.wiring
-try:
-    from a2a_serverless.flows import ExecutorFlow
-except ImportError as error:
-    print(error)
-"""
-
-
-def test_the_package_imports_without_the_sdk_and_the_adapter_names_the_extra() -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", WITHOUT_SDK],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "shared")},
-    )
-    assert result.returncode == 0, result.stderr
-    assert "pip install 'a2a-serverless[a2a-sdk]'" in result.stdout

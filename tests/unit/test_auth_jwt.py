@@ -1,18 +1,18 @@
 """JWT verification: the attack matrix, the accepted tokens, and the JWKS cache.
 
 Key pairs are generated here; the issuer's discovery document and JWKS are served over HTTP
-by an httpx MockTransport (the transport is the network, our code runs unchanged), and the
-unreachable cases use real sockets (a closed port, a server that never answers)."""
+by an httpx MockTransport (the transport is the network, our code runs unchanged). The
+unreachable cases over real sockets are in tests/integration/test_jwks_network.py."""
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
-import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -46,12 +46,19 @@ def b64json(value: Any) -> str:
     return b64(json.dumps(value, separators=(",", ":")).encode())
 
 
+@functools.cache
+def issuer_keys() -> tuple[RSAKey, ECKey]:
+    """The issuer's key pairs, made once: RSA generation is slow and no test changes a key."""
+    rsa: RSAKey = jwk.generate_key("RSA", 2048, parameters={"kid": "rsa-1"})
+    ec: ECKey = jwk.generate_key("EC", "P-256", parameters={"kid": "ec-1"})
+    return rsa, ec
+
+
 class Issuer:
     """An OIDC issuer over a MockTransport: its keys, what it was asked, how it fails."""
 
     def __init__(self) -> None:
-        self.rsa: RSAKey = jwk.generate_key("RSA", 2048, parameters={"kid": "rsa-1"})
-        self.ec: ECKey = jwk.generate_key("EC", "P-256", parameters={"kid": "ec-1"})
+        self.rsa, self.ec = issuer_keys()
         self.published: list[Any] = [self.rsa, self.ec]
         self.requests: list[str] = []
         self.failure: str | None = None  # "500", "not-json", "refused", "timeout", "no-keys"
@@ -380,40 +387,6 @@ def test_jwks_failures_are_unauthenticated(issuer: Issuer, failure: str) -> None
 def test_discovery_failures_are_unauthenticated(issuer: Issuer, failure: str) -> None:
     issuer.failure = failure
     refused(JwtAuthenticator(ISSUER, AUDIENCE, issuer.cache()), bearer(issuer.token()))
-
-
-@pytest.fixture
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture
-def silent_server() -> Iterator[int]:
-    """Accepts connections (the kernel's backlog) and never answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(8)
-        yield int(sock.getsockname()[1])
-
-
-def test_real_connection_refused(issuer: Issuer, closed_port: int) -> None:
-    cache = JwksCache(ISSUER, f"http://127.0.0.1:{closed_port}/jwks.json")
-    reason = refused(JwtAuthenticator(ISSUER, AUDIENCE, cache), bearer(issuer.token()))
-    assert "unreachable" in reason
-
-
-def test_real_timeout(issuer: Issuer, silent_server: int) -> None:
-    cache = JwksCache(ISSUER, f"http://127.0.0.1:{silent_server}/jwks.json", timeout_seconds=0.3)
-    started = time.monotonic()
-    reason = refused(JwtAuthenticator(ISSUER, AUDIENCE, cache), bearer(issuer.token()))
-    assert "unreachable" in reason and time.monotonic() - started < 2
-
-
-def test_real_discovery_of_an_unreachable_issuer(issuer: Issuer, closed_port: int) -> None:
-    cache = JwksCache(f"http://127.0.0.1:{closed_port}")
-    refused(JwtAuthenticator(ISSUER, AUDIENCE, cache), bearer(issuer.token()))
 
 
 # -- configuration -------------------------------------------------------------------------

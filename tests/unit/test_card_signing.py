@@ -1,18 +1,14 @@
 """Agent Card signatures (spec §8.4): our canonical bytes are the a2a-sdk verifier's, and the
-cards we sign (in process, and with KMS on moto) verify with its `create_signature_verifier`."""
+cards we sign in process verify with its `create_signature_verifier` (with KMS on moto:
+tests/integration/test_card_signing_kms.py)."""
 
 from __future__ import annotations
 
 import base64
 import copy
-import hashlib
 import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from a2a.client.card_resolver import parse_agent_card
 from a2a.utils._jcs import CanonicalizationError
@@ -29,7 +25,6 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed, encode_ds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jwt import PyJWK
-from moto import mock_aws
 
 from a2a_serverless import wiring
 from a2a_serverless.aws.kms import KMS_RAW_MAX_BYTES, KmsCardSigner
@@ -49,7 +44,6 @@ from a2a_serverless.models import AgentExtension, AgentSkill, Caller
 from a2a_serverless.settings import Settings
 from tests.asgi_client import AsgiClient
 
-ROOT = Path(__file__).resolve().parents[2]
 BASE = "https://agent.example/prod"
 
 
@@ -328,53 +322,6 @@ def test_unsigned_when_no_key_is_configured() -> None:
 # -- KMS ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def kms(monkeypatch: pytest.MonkeyPatch) -> Any:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
-        yield boto3.client("kms", region_name="us-east-1")
-
-
-def test_a_card_signed_with_kms_verifies(kms: Any) -> None:
-    key = kms.create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY")["KeyMetadata"]
-    signer = KmsCardSigner(kms, key["Arn"])
-    factory = CardFactory(rich_settings(), RichFlow(), signer=signer)
-    body = factory.card_json(BASE)
-    verify(body, signer, jku=f"{BASE}/.well-known/jwks.json")
-    tampered = {**body, "name": "Someone Else"}
-    with pytest.raises(InvalidSignaturesError):
-        verify(tampered, signer)
-    # The JWK is the key's public key, and kid is its RFC 7638 thumbprint.
-    jwk = signer.public_jwk()
-    der = kms.get_public_key(KeyId=key["KeyId"])["PublicKey"]
-    from cryptography.hazmat.primitives.serialization import load_der_public_key
-
-    numbers = load_der_public_key(der).public_numbers()
-    assert base64.urlsafe_b64decode(jwk["x"] + "==") == numbers.x.to_bytes(32, "big")
-    members = json.dumps({k: jwk[k] for k in ("crv", "kty", "x", "y")}, separators=(",", ":"))
-    thumbprint = base64.urlsafe_b64encode(hashlib.sha256(members.encode()).digest())
-    assert jwk["kid"] == thumbprint.rstrip(b"=").decode()
-
-
-def test_an_alias_names_the_kms_key(kms: Any) -> None:
-    key = kms.create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY")["KeyMetadata"]
-    kms.create_alias(AliasName="alias/card", TargetKeyId=key["KeyId"])
-    signer = KmsCardSigner(kms, "alias/card")
-    verify(CardFactory(Settings(), EchoFlow(), signer=signer).card_json(BASE), signer)
-
-
-def test_a_kms_key_that_is_not_p256_is_refused(kms: Any) -> None:
-    key = kms.create_key(KeySpec="RSA_2048", KeyUsage="SIGN_VERIFY")["KeyMetadata"]
-    with pytest.raises(CardSigningError, match=r"P-256|ECC_NIST_P256"):
-        KmsCardSigner(kms, key["KeyId"]).public_jwk()
-
-
 class DigestKms:
     """KMS's Sign as documented for MessageType (moto signs every message as RAW): RAW hashes
     the message; DIGEST signs the 32-byte SHA-256 digest given. Records the requests."""
@@ -423,33 +370,25 @@ def test_der_signatures_become_fixed_width_r_and_s() -> None:
 # -- Wiring and the JWKS route -----------------------------------------------------------------
 
 
-def test_the_configured_key_picks_the_signer(kms: Any) -> None:
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials and a region in the environment, as a function has them (no AWS call)."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def test_the_configured_key_picks_the_signer(aws_env: None) -> None:
     assert isinstance(wiring.card_signer(Settings(card_signing_key="local")), LocalCardSigner)
     arn = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
     made = wiring.card_signer(Settings(card_signing_key=arn))
     assert isinstance(made, KmsCardSigner) and made.key_id == arn
     with pytest.raises(ValueError, match="local stack"):
         wiring.card_signer(Settings(card_signing_key="local", lambda_task_root="/var/task"))
-
-
-def test_the_card_function_imports_the_aws_sdk_only_for_a_kms_key() -> None:
-    code = (
-        "import sys, runpy\n"
-        "runpy.run_path('functions/agent_card/app.py')\n"
-        "print('sdk' if 'botocore.session' in sys.modules else 'no sdk')\n"
-    )
-
-    def run(key: str) -> str:
-        env = {"PYTHONPATH": "shared", "CARD_SIGNING_KEY": key, "AWS_DEFAULT_REGION": "us-east-1"}
-        done = subprocess.run(
-            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip().splitlines()[-1]
-
-    assert run("") == "no sdk"
-    assert run("local") == "no sdk"
-    assert run("alias/card") == "sdk"
 
 
 def test_the_jwks_route_serves_the_signers_key(signer: LocalCardSigner) -> None:
