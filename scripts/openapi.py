@@ -1,9 +1,13 @@
 """The OpenAPI 3.0 description of the HTTP+JSON 1.0 binding, as served (docs/openapi.yaml).
 
-Generated, never edited by hand: the request and response schemas come from the pydantic
-models the binding validates and renders with (`model_json_schema(by_alias=True)`), the paths
-from the routes of template.yaml's Api events. `tests/unit/test_openapi.py` fails when the
-committed file differs from this script's output, and validates it as OpenAPI 3.0.
+Generated, never edited by hand. The paths and methods are FastAPI's description of the
+functions' apps (`get_openapi` over the binding's routers); the rest is written here, because
+those routes read their bodies, query and A2A-Version themselves and return ready responses,
+so FastAPI's own operations would say only "any JSON, or a 422 validation error" (an answer
+the binding never gives: bindings/rest.py). The request and response schemas come from the
+pydantic models the binding validates and renders with (`model_json_schema(by_alias=True)`).
+`tests/unit/test_openapi.py` fails when the committed file differs from this script's output,
+validates it as OpenAPI 3.0 and compares its routes with template.yaml's Api events.
 
 OpenAPI 3.0 (not 3.1) because API Gateway imports 3.0; pydantic writes JSON Schema 2020-12,
 so `anyOf: [X, {type: null}]` becomes `nullable`, and `const` becomes a one-value `enum`.
@@ -438,6 +442,59 @@ def _paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
     }
 
 
+# FastAPI's path parameter names -> the proto's (the ones the document uses).
+PATH_PARAMETERS = {"{task_id}": "{id}", "{config_id}": "{configId}"}
+
+
+def served_routes() -> dict[str, list[str]]:
+    """The HTTP+JSON routes of the functions' apps as FastAPI describes them: path (with the
+    proto's parameter names) -> methods, without the `/{tenant}` forms and the `/tasks/`
+    spelling (the gateway's `/tasks` resource)."""
+    from fastapi.openapi.utils import get_openapi
+
+    from a2a_serverless.bindings import rest
+
+    unused: Any = None  # the routers only keep their services for the requests
+    app = rest.create_app(
+        rest.card_router(unused),
+        rest.send_router(unused),
+        rest.stream_router(unused),
+        rest.list_tasks_router(unused),
+        rest.get_task_router(unused),
+        rest.task_action_router(unused),
+        rest.push_router(unused),
+    )
+    described = get_openapi(title="routes", version=__version__, routes=app.routes)["paths"]
+    routes: dict[str, list[str]] = {}
+    for path, item in described.items():
+        for fastapi_name, name in PATH_PARAMETERS.items():
+            path = path.replace(fastapi_name, name)
+        if not path.startswith("/{tenant}/") and path != "/tasks/":
+            routes[path] = list(item)
+    return routes
+
+
+def _served_paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
+    """FastAPI's paths and methods, each with the operation written here."""
+    written = _paths(names)
+    served = served_routes()
+    unwritten = sorted(
+        f"{method.upper()} {path}"
+        for path, methods in served.items()
+        for method in methods
+        if method not in written.get(path, {})
+    )
+    unserved = sorted(
+        f"{method.upper()} {path}"
+        for path, item in written.items()
+        for method in item
+        if method not in served.get(path, [])
+    )
+    if unwritten or unserved:
+        raise SystemExit(f"operations not written: {unwritten}; written, not served: {unserved}")
+    return {path: {m: written[path][m] for m in methods} for path, methods in served.items()}
+
+
 def _with_400(responses: dict[str, Any]) -> dict[str, Any]:
     """`responses` with a 400 (before `default`): a tenant that is no path segment, or too
     long for its principal, is refused so under any operation."""
@@ -495,7 +552,7 @@ def build() -> dict[str, Any]:
             {"url": "http://127.0.0.1:8000", "description": "The local stack (`scripts/dev`)"},
         ],
         "security": [{"ApiKey": []}, {"Bearer": []}, {"SigV4": []}],
-        "paths": _with_tenant_paths(_paths(names)),
+        "paths": _with_tenant_paths(_served_paths(names)),
         "components": {
             "parameters": {
                 "A2AVersion": _param(

@@ -3,10 +3,10 @@
 - **Logs** are Powertools JSON lines. Keys that belong to one request or invocation (the API
   Gateway request id as `correlation_id`, `task_id`, `context_id`, `turn`, ...) live in a
   *scope* held by a context variable, never in the Logger's process-wide keys: a Web Adapter
-  function's server (functions/loopback_server.py) runs requests concurrently in one process
+  function's server (uvicorn, started by run.sh) runs requests concurrently in one process
   (and the local stack runs every function in one process), so process-wide keys would leak
-  from one request into another's lines. Work a request hands to a thread (the bindings'
-  `run_in_thread` and Starlette's `run_in_threadpool` copy the context) or to a task shares
+  from one request into another's lines. Work a request hands to a thread (Starlette's
+  `run_in_threadpool` copies the context) or to a task shares
   its scope, so a key added there (`annotate`) shows on the request's later lines too.
 - **Metrics** are CloudWatch EMF blobs printed to stdout. Each scope buffers its own metrics
   and prints them when it ends (Powertools' `Metrics` keeps class-level state shared by every
@@ -337,7 +337,7 @@ _propagate_trace_header = False
 
 
 def enable_web_adapter_tracing() -> None:
-    """Web Adapter functions: their server (functions/loopback_server.py) is a plain process,
+    """Web Adapter functions: their server (uvicorn, started by run.sh) is a plain process,
     not the Lambda runtime, so nothing sets `_X_AMZN_TRACE_ID`, which the X-Ray SDK reads to
     attach subsegments to Lambda's segment. The adapter passes the invocation's trace header on
     each request instead; RequestScope copies it into the environment. Lambda runs one

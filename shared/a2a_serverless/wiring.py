@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -32,77 +29,18 @@ if TYPE_CHECKING:
 
 # Every AWS client made here, so that a SnapStart restore can drop their pooled connections.
 _clients: list[Any] = []
-_botocore_session: Any = None
-
-
-def _aws_session() -> Any:
-    """The botocore session the clients are made from. Plain botocore, not boto3: the clients
-    are the same (boto3 adds customisations for resources and S3 only), and importing boto3
-    costs a function's cold start ~30 ms more (s3transfer, concurrent.futures, resources).
-    One session for every client: its loader caches the files clients share (endpoints,
-    partitions, retry config). Where boto3 is already loaded off Lambda (the local stack,
-    tests), its default session is used, as `boto3.client` would: hooks registered on it (the
-    local stack's call recorder, moto) see these clients' calls. On Lambda (AWS_EXECUTION_ENV)
-    the functions keep their own session even when a flow imported boto3 at its own import:
-    boto3's would read botocore's whole endpoints file and scan its service folders."""
-    global _botocore_session
-    boto3 = sys.modules.get("boto3")
-    if boto3 is not None and "AWS_EXECUTION_ENV" not in os.environ:
-        return boto3._get_default_session()._session
-    if _botocore_session is None:
-        import botocore.session  # imported here: the card function never needs it
-
-        _botocore_session = botocore.session.get_session()
-        _lighter_loader(_botocore_session)
-    return _botocore_session
-
-
-class _ServiceNames:
-    """What botocore's `Loader.list_available_services(type_name)` answers, for its one use
-    on the client path: `name in` it (load_service_model's unknown-service check). botocore
-    lists all ~450 service directories to answer it, once for the service model and once for
-    the endpoint rules (~19 ms of CPU per cold start); this looks in the asked service's
-    directory only, with `list_api_versions` (cached, and what load_service_model calls
-    next anyway): a service is there when one of its API versions has the file, as in
-    botocore's scan. Iterating it is botocore's full list."""
-
-    def __init__(self, loader: Any, full: Callable[[str], list[str]], type_name: str) -> None:
-        self._loader, self._full, self._type_name = loader, full, type_name
-
-    def __contains__(self, name: object) -> bool:
-        from botocore.exceptions import DataNotFoundError
-
-        try:
-            return bool(self._loader.list_api_versions(name, self._type_name))
-        except DataNotFoundError:
-            return False
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._full(self._type_name))
-
-
-def _lighter_loader(session: Any) -> None:
-    """The session's loader checks service names in one folder (`_ServiceNames`) and reads the
-    layer's cuts of endpoints.json and of the service models when there are
-    (botocore_endpoints.py). Only on this
-    module's own session: boto3's default session (the local stack, tests, a flow's own
-    clients) keeps botocore's own loader."""
-    import botocore
-
-    from a2a_serverless.botocore_endpoints import use_cut_endpoints, use_cut_models
-
-    loader = session.get_component("data_loader")
-    full = loader.list_available_services
-    loader.list_available_services = lambda type_name: _ServiceNames(loader, full, type_name)
-    use_cut_endpoints(loader, botocore.__version__)
-    use_cut_models(loader, botocore.__version__)
 
 
 def aws_client(service: str, settings: Settings) -> Any:
+    """A client from boto3's default session, as `boto3.client` makes it: one session for
+    every client, so they share its loader's cache and its event hooks (the local stack's call
+    recorder, moto) see their calls."""
+    import boto3  # imported here: the unsigned card function makes no client
+
     kwargs: dict[str, Any] = {}
     if settings.aws_endpoint_url:
         kwargs["endpoint_url"] = settings.aws_endpoint_url
-    client = _aws_session().create_client(service, **kwargs)
+    client = boto3.client(service, **kwargs)  # type: ignore[call-overload]  # typed per name
     _clients.append(client)
     return client
 
@@ -144,8 +82,7 @@ def get_executor() -> StepFunctionsExecutor:
 class _ExecutorOnFirstStart:
     """The service's executor: the Step Functions client is made by the first `start`
     (get_executor), not when the service is built. GetTask and ListTasks never start an
-    execution; the functions that do (SendMessage, Stream) build it at their init anyway
-    (`prewarm(get_executor)` in their create())."""
+    execution."""
 
     def start(
         self, task_id: str, turn: int, context: TurnContext | None = None, step: int = 0
@@ -313,10 +250,8 @@ def get_authenticator() -> Authenticator | None:
 
 def reset() -> None:
     """Forget cached objects (tests and the local stack change settings between runs)."""
-    global _botocore_session
     get_settings.cache_clear()
     _clients.clear()
-    _botocore_session = None  # its credentials and region were the environment's of then
     for cached in (
         get_flow,
         get_store,

@@ -11,11 +11,11 @@ from tests.scripts import load_script
 bench = load_script("bench.py", "scripts_bench", register=True)
 
 # A user's agent outside the repository: it writes the name of the function whose probe
-# imported it (the probe's argument), then serves the echo flow.
+# imported it ($A2A_BENCH_PROBE), then serves the echo flow.
 AGENT = """
-import json, sys
+import os
 with open({marks!r}, "a") as marks:
-    marks.write(json.loads(sys.argv[1])["name"] + "\\n")
+    marks.write(os.environ["A2A_BENCH_PROBE"] + "\\n")
 from a2a_serverless.flows.echo import flow
 """
 
@@ -35,3 +35,13 @@ def test_the_cold_start_probes_run_with_the_users_flow(tmp_path: Path) -> None:
         "SendMessageFunction",
         "StreamFunction",
     }
+    # Each function against the FastAPI peer of its kind (Mangum; uvicorn as run.sh starts
+    # it), both peers answering their GetItem request.
+    peers = report["fastapi_peers"]
+    assert set(peers) == {"fastapi_mangum", "fastapi_uvicorn"}
+    assert {peer["status"] for peer in peers.values()} == {200, "200"}
+    ratios = bench.build_report({}, report)["cold_start_ratio_to_fastapi_peer"]
+    assert set(ratios) == set(bench.COLD_START_EVENTS)
+    assert all(0.05 < ratio < 20 for ratio in ratios.values()), ratios
+    # The Web Adapter functions were served: their first request got the function's answer.
+    assert {rows[name]["status"] for name in ("GetTaskFunction", "StreamFunction")} == {"404"}

@@ -30,24 +30,17 @@ print(json.dumps({"modules": sorted(sys.modules), "clients": clients, **state}))
 """
 
 # Never needed by any function's init: test/dev tools, and the X-Ray SDK outside Lambda.
-# Nor uvicorn (and click, its CLI's): it serves the local stack only; the Web Adapter
-# functions are served by functions/loopback_server.py (h11), and the layer has no uvicorn.
+# Nor uvicorn (and click, its CLI's) when the function is imported: run.sh's uvicorn loads
+# it before the app (test_a_web_adapter_function_init_as_run_sh_starts_it).
 # (httpx imports rich and pygments for its CLI where they are installed, as in this venv; the
 # layer has neither.)
-# Nor FastAPI, pydantic.v1 and pydantic-settings: bindings/routing.py routes on plain Starlette,
-# settings.py reads the environment itself (they cost an HTTP function's init ~0.2 s of CPU).
-# Nor boto3 (and s3transfer, which it imports): wiring makes the clients from botocore, which
-# is all they need (boto3 would cost ~30 ms more).
+# Nor pydantic.v1.
 NEVER = {
     "moto",
     "pytest",
     "yaml",
     "aws_xray_sdk",
-    "fastapi",
-    "pydantic_settings",
     "pydantic.v1",
-    "boto3",
-    "s3transfer",
     "uvicorn",
     "click",
 }
@@ -61,6 +54,7 @@ READ_ONLY_NEVER = {
 NOT_LOADED = {
     # Plain handlers: no web framework, no card, no HTTP service.
     "flow_worker": {
+        "fastapi",
         "starlette",
         "mangum",
         "httpx",
@@ -69,9 +63,9 @@ NOT_LOADED = {
         "a2a_serverless.core.push",
         "a2a_serverless.push.sender",
         "a2a_serverless.bindings.rest",
-        "asyncio",  # a sync flow's steps run without an event loop (flows/base.py)
     },
     "webhook_sender": {
+        "fastapi",
         "mangum",
         # The first POST imports it (push/delivery.py), not the init.
         "httpx",
@@ -97,7 +91,7 @@ NOT_LOADED = {
     },
     # The unsigned card makes no AWS call: no boto3 (its client would cost ~0.2 s).
     "agent_card": {"boto3", "s3transfer", "httpx", "a2a_serverless.push.sender"},
-    # Web Adapter functions are served by the loopback server, not Mangum.
+    # Web Adapter functions are served by uvicorn, not Mangum.
     # The card module only where a route serves the card (bindings/rest.py types it only).
     "send_message": {"mangum", "httpx", "a2a_serverless.push.sender", "a2a_serverless.core.card"},
     "stream": {"mangum", "httpx", "a2a_serverless.push.sender"},
@@ -131,18 +125,18 @@ def _init(function: str, extra_env: dict[str, str] | None = None) -> dict[str, A
     return run_in_function(function, _PROBE, extra_env=extra_env)
 
 
-# The AWS clients each function's init makes: the ones its first request would otherwise make.
-# GetTask and ListTasks never start an execution: no Step Functions client (wiring.py).
+# The AWS clients each function's init makes: the HTTP functions' services hold the store's;
+# the plain handlers and the Step Functions client make theirs at first use (wiring.py).
 CLIENTS = {
     "agent_card": [],
-    "authorizer": ["dynamodb"],
-    "flow_worker": ["dynamodb"],
+    "authorizer": [],
+    "flow_worker": [],
     "get_task": ["dynamodb"],
     "list_tasks": ["dynamodb"],
     "push_config": ["dynamodb"],
-    "send_message": ["dynamodb", "stepfunctions"],
-    "stream": ["dynamodb", "stepfunctions"],
-    "webhook_sender": ["dynamodb", "sqs"],
+    "send_message": ["dynamodb"],
+    "stream": ["dynamodb"],
+    "webhook_sender": [],
 }
 
 
@@ -200,14 +194,16 @@ def test_a_function_init_loads_only_what_it_uses(function: str) -> None:
     assert not (NOT_LOADED[function] | NEVER) & loaded
 
 
-# The Web Adapter functions (run.sh): the server module first, then `app` through it.
+# The Web Adapter functions (run.sh): `python -m uvicorn` first, then `app` through it.
 WEB_ADAPTER = ("get_task", "send_message", "stream")
 _SERVED_PROBE = """
 import gc, json, sys
 start = set(sys.modules)  # the interpreter's own (site, __main__, ...)
-from a2a_serverless.handlers import loopback_server
+import uvicorn.main
 before = sorted(set(sys.modules) - start)
-app = loopback_server.load_app("app:app")
+from uvicorn.config import Config
+config = Config("app:app", http="h11", loop="asyncio", lifespan="off")
+config.load()
 print(json.dumps({
     "before": before,
     "modules": sorted(sys.modules),
@@ -221,14 +217,14 @@ print(json.dumps({
 @pytest.mark.parametrize("function", WEB_ADAPTER)
 def test_a_web_adapter_function_init_as_run_sh_starts_it(function: str) -> None:
     init = run_in_function(function, _SERVED_PROBE)
-    # The server brings only the standard library and h11 before the app...
+    # uvicorn brings its CLI (click) before the app, nothing of the function's...
     outside = {m.split(".")[0] for m in init["before"]} - set(init["stdlib"])
-    assert outside == {"a2a_serverless", "h11"}
-    # ...and the app, imported as `app` (how functions/__init__.py recognises an init), makes
-    # the function with no uvicorn either.
+    assert {"uvicorn", "click"} <= outside, outside
+    assert not {"a2a_serverless", "starlette", "fastapi", "pydantic", "botocore"} & outside
+    # ...and the app, imported as `app`, makes the function.
     loaded = _top_level(set(init["modules"]))
     assert "a2a_serverless.handlers." + function in loaded
-    assert not (NOT_LOADED[function] | NEVER) & loaded
+    assert not (NOT_LOADED[function] | NEVER - {"uvicorn", "click"}) & loaded
     assert init["gc"] is True
     assert init["frozen"] > 10_000  # the init pause ran: `app` was recognised
 
@@ -236,7 +232,7 @@ def test_a_web_adapter_function_init_as_run_sh_starts_it(function: str) -> None:
 @pytest.mark.parametrize("function", sorted(NOT_LOADED))
 def test_a_function_init_leaves_the_gc_on_and_freezes_what_it_made(function: str) -> None:
     after = _init(function)
-    assert after["gc"] is True  # a create() that forgot init_done() would leave it off
+    assert after["gc"] is True  # a create() not returning through init_done() leaves it off
     assert after["frozen"] > 10_000  # every function's init: its objects out of later collections
 
 
@@ -257,45 +253,31 @@ def test_importing_a_function_outside_its_init_leaves_the_gc_alone() -> None:
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [True, 0]
 
 
-def test_prewarm_builds_now_and_leaves_failures_to_the_first_request() -> None:
-    built: list[str] = []
-
-    def broken() -> None:
-        built.append("broken")
-        raise RuntimeError("no region")
-
-    handlers.prewarm(broken, lambda: built.append("store"))
-    assert built == ["broken", "store"]  # the failure did not stop the others
-
-
-def test_clients_share_the_session_hooks_of_boto3_where_it_is_loaded() -> None:
-    # The local stack and the bench record calls through boto3's default session events.
-    import boto3
-
-    assert wiring._aws_session() is boto3._get_default_session()._session
-
-
-def test_on_lambda_the_functions_keep_their_own_session_when_a_flow_loaded_boto3() -> None:
-    """A user's flow that imports boto3 at its import (loaded at init, before the clients)
-    does not put the functions' clients on boto3's default session, whose loader reads
-    botocore's whole endpoints file and lists every service folder."""
+def test_clients_are_made_from_boto3_s_default_session() -> None:
+    """As `boto3.client` makes them, on Lambda too: hooks registered on that session (the
+    local stack's call recorder, moto) see their calls."""
     code = (
-        "import boto3\n"  # what the flow's module did
+        "import boto3\n"
         "from a2a_serverless import wiring\n"
-        "session = wiring._aws_session()\n"
-        "loader = session.get_component('data_loader')\n"
-        "print(session is boto3._get_default_session()._session,"
-        " type(loader.list_available_services('service-2')).__name__)\n"
+        "class Seen(Exception): pass\n"
+        "def hook(**kwargs): raise Seen()\n"  # before any request leaves
+        "boto3._get_default_session().events.register('before-call.dynamodb', hook)\n"
+        "client = wiring.aws_client('dynamodb', wiring.get_settings())\n"
+        "try:\n"
+        "    client.describe_table(TableName='t')\n"
+        "except Seen:\n"
+        "    print('seen')\n"
     )
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(ROOT / "shared"),
         "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
+        "AWS_DEFAULT_REGION": "us-east-1",
     }
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == ["False", "_ServiceNames"]
+    assert out.stdout.split() == ["seen"]
 
 
 def test_every_function_is_checked() -> None:
@@ -360,58 +342,6 @@ def test_aws_clients_made_by_wiring_are_tracked_for_the_hook(
     assert wiring._clients == [client]
     wiring.close_aws_connections()  # a real client stays usable after close()
     assert client.meta.service_model.service_name == "dynamodb"
-
-
-# -- botocore's service list (wiring._lighter_loader) ------------------------------------------
-
-
-def _own_session() -> tuple[Any, list[str]]:
-    """A botocore session as wiring makes one outside the local stack, and the type names its
-    loader was asked to list in full."""
-    import botocore.session
-
-    session = botocore.session.get_session()
-    loader = session.get_component("data_loader")
-    scans: list[str] = []
-    full = loader.list_available_services
-
-    def spy(type_name: str) -> list[str]:
-        scans.append(type_name)
-        return list(full(type_name))
-
-    loader.list_available_services = spy
-    wiring._lighter_loader(session)
-    return session, scans
-
-
-def test_a_client_is_made_without_listing_every_service() -> None:
-    session, scans = _own_session()
-    client = session.create_client("dynamodb", region_name="us-east-1")
-    assert client.meta.service_model.service_name == "dynamodb"
-    assert scans == []  # botocore's scan of ~450 service directories, skipped
-
-
-def test_an_unknown_service_is_still_refused() -> None:
-    from botocore.exceptions import UnknownServiceError
-
-    session, _ = _own_session()
-    with pytest.raises(UnknownServiceError):
-        session.create_client("no-such-service", region_name="us-east-1")
-
-
-def test_the_service_names_answer_as_botocore_s_list() -> None:
-    import botocore.session
-
-    session, scans = _own_session()
-    names = session.get_component("data_loader").list_available_services("service-2")
-    full = botocore.session.get_session().get_component("data_loader")
-    listed = full.list_available_services("service-2")
-    assert {"dynamodb", "stepfunctions", "sqs", "kms"} <= set(listed)
-    for name in ("dynamodb", "stepfunctions", "sqs", "kms", "no-such-service", "data"):
-        assert (name in names) == (name in listed)
-    assert scans == []
-    assert list(names) == listed  # iterating it is the full list (Session.get_available_services)
-    assert scans == ["service-2"]
 
 
 def test_the_service_executor_makes_its_client_on_the_first_start(

@@ -713,7 +713,7 @@ def _polling_stream(**env: str) -> Iterator[tuple[LocalStack, StreamMapping]]:
 def test_a_hostile_owners_slow_webhooks_delay_another_owners_first_delivery_once(
     webhooks: Webhooks,
 ) -> None:
-    """Issue 11: 10 configs answering after 8 s once took another owner's first delivery from
+    """10 configs answering after 8 s once took another owner's first delivery from
     ~0.5 s to ~480 s (posted one after another, each slow answer waited out). Measured here
     with a hostile owner present throughout: each round it makes a new task with 10 new
     webhooks answering after 3 s and starts a turn, and another owner's task is sent while
@@ -742,7 +742,7 @@ def test_a_hostile_owners_slow_webhooks_delay_another_owners_first_delivery_once
     delay = 3.0
     quiet = _quiet_rounds(webhooks)
     quiet_median = statistics.median(quiet)
-    default = Settings.fields["push_slow_seconds"].default
+    default = Settings.model_fields["push_slow_seconds"].default
     slow = round(default * quiet_median / AWS_QUIET_SECONDS, 3)
     noisy = []
     with _polling_stream(PUSH_SLOW_SECONDS=str(slow)) as (stack, stream):
@@ -838,7 +838,7 @@ def test_fresh_hostile_owners_slow_webhooks_delay_another_owners_first_delivery_
     delay = 3.0
     quiet = _quiet_rounds(webhooks)
     quiet_median = statistics.median(quiet)
-    default = Settings.fields["push_slow_seconds"].default
+    default = Settings.model_fields["push_slow_seconds"].default
     slow = round(default * quiet_median / AWS_QUIET_SECONDS, 3)
     noisy, parking = [], []
     with _polling_stream(PUSH_SLOW_SECONDS=str(slow)) as (stack, stream):
@@ -1003,7 +1003,7 @@ def _start_v03_task(url: str, text: str) -> str:
 def test_v03_webhooks_get_the_task_with_its_history(
     stack: LocalStack, webhooks: Webhooks, path: str
 ) -> None:
-    """Issue 12: a config made over 0.3 gets the 0.3 Task (0.3 spec §9.5; the 0.3 a2a-sdk
+    """A config made over 0.3 gets the 0.3 Task (0.3 spec §9.5; the 0.3 a2a-sdk
     posts its stored task), so with its `history` too: the user's message first, the same
     messages GetTask shows, every body a valid 0.3 Task (schema and 0.3 SDK). Both paths
     build it: the stream batch, and the retry queue of a parked webhook (it fails twice)."""

@@ -70,7 +70,7 @@ event = json.load(open({str(ROOT / "events/agent_card.json")!r}))
 assert card["handler"](event, Ctx())["statusCode"] == 200
 del os.environ["_X_AMZN_TRACE_ID"]  # a Web Adapter process has none of its own
 send = runpy.run_path({str(ROOT / "functions/send_message/app.py")!r})
-from a2a_serverless.bindings.routing import APIRouter
+from fastapi import APIRouter
 from starlette.responses import JSONResponse
 import boto3
 router = APIRouter()

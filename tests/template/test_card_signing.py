@@ -29,7 +29,7 @@ SIGNED = {"CardSigningKeyArn": KEY_ARN}
 def test_the_parameter_defaults_to_unsigned(cfn: dict[str, Any]) -> None:
     parameter = cfn["Parameters"]["CardSigningKeyArn"]
     assert parameter["Type"] == "String" and parameter["Default"] == ""
-    assert Settings.fields["card_signing_key"].default == ""
+    assert Settings.model_fields["card_signing_key"].default == ""
 
 
 @pytest.mark.parametrize(

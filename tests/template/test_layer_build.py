@@ -6,10 +6,8 @@ for real (pip stubbed out: no network), and their output inspected."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -167,85 +165,6 @@ def test_without_a_python_313_the_layer_builds_without_bytecode_and_says_so(
     assert "python3.13" in warnings[0] and "sam build --use-container" in warnings[0]
     assert (artifacts / "python" / "a2a_serverless" / "settings.py").is_file()
     assert not list(artifacts.rglob("*.pyc"))
-
-
-# -- botocore's endpoints, cut to the functions' services (a2a_serverless/botocore_endpoints.py)
-
-
-DYNAMODB_MODEL = {
-    "version": "2.0",
-    "metadata": {"apiVersion": "2012-08-10", "protocol": "json"},
-    "documentation": "Amazon DynamoDB ...",
-    "operations": {"GetItem": {"name": "GetItem", "documentation": "Returns ..."}},
-    "shapes": {},
-}
-
-
-def _pip_with_botocore(directory: Path, version: str) -> Path:
-    """A PYTHON whose pip step installs a small botocore (its version line, an endpoints file
-    of two services and a DynamoDB service model), that is no Python 3.13 when the build asks
-    (the test's own may be: the compile step would then write bytecode), and the test's own
-    Python for anything else."""
-    endpoints = {
-        "version": 3,
-        "partitions": [
-            {"partition": "aws", "regions": {}, "services": {"dynamodb": {}, "s3": {}}},
-        ],
-    }
-    return _shell_script(
-        directory / "python-with-botocore",
-        'if [ "$1 $2" = "-m pip" ]; then\n'
-        '  while [ "$1" != --target ]; do shift; done\n'
-        '  mkdir -p "$2/botocore/data"\n'
-        f'  echo "__version__ = \'{version}\'" > "$2/botocore/__init__.py"\n'
-        f"  echo '{json.dumps(endpoints)}' > \"$2/botocore/data/endpoints.json\"\n"
-        '  mkdir -p "$2/botocore/data/dynamodb/2012-08-10"\n'
-        f"  echo '{json.dumps(DYNAMODB_MODEL)}' > "
-        '"$2/botocore/data/dynamodb/2012-08-10/service-2.json"\n'
-        "  exit 0\n"
-        "fi\n"
-        'if [ "$1" = -c ] && [ "${2#*cache_tag}" != "$2" ]; then echo cpython-0; exit 0; fi\n'
-        f'exec {sys.executable} "$@"\n',
-    )
-
-
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
-def test_the_layer_ships_botocore_s_endpoints_cut_to_the_functions_services(
-    tmp_path: Path,
-) -> None:
-    artifacts = tmp_path / "SharedLayer"
-    python = _pip_with_botocore(tmp_path, "1.99.0")
-    done = _build(artifacts, _without_python313(tmp_path), python=str(python))
-    assert done.returncode == 0, done.stderr
-    assert "endpoints cut to dynamodb, kms, sqs, states" in done.stdout
-    tree = artifacts / "python"
-    document = json.loads((tree / "a2a_serverless" / "_endpoints.json").read_text())
-    assert document["botocore"] == "1.99.0"
-    assert list(document["endpoints"]["partitions"][0]["services"]) == ["dynamodb"]
-    assert "service models without documentation: _service-2.dynamodb.json" in done.stdout
-    model = json.loads((tree / "a2a_serverless" / "_service-2.dynamodb.json").read_text())
-    assert model == {
-        "botocore": "1.99.0",
-        "apiVersion": "2012-08-10",
-        "model": {
-            "version": "2.0",
-            "metadata": {"apiVersion": "2012-08-10", "protocol": "json"},
-            "operations": {"GetItem": {"name": "GetItem"}},
-            "shapes": {},
-        },
-    }
-    # Run without writing bytecode: the build machine's .pyc would only weigh the layer down.
-    assert not list(tree.rglob("*.pyc"))
-
-
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
-def test_a_layer_without_a_cut_still_builds_and_says_so(tmp_path: Path) -> None:
-    artifacts = tmp_path / "SharedLayer"
-    done = _build(artifacts, _without_python313(tmp_path), python=str(_fake_pip(tmp_path)))
-    assert done.returncode == 0, done.stderr
-    assert "botocore's endpoints not cut" in done.stdout
-    assert not (artifacts / "python" / "a2a_serverless" / "_endpoints.json").exists()
-    assert not list((artifacts / "python" / "a2a_serverless").glob("_service-2.*.json"))
 
 
 # -- versions: the layer installs what the tests ran with (scripts/pin_layer.py) -----------------

@@ -24,7 +24,7 @@ def test_each_switch_is_a_parameter_whose_default_is_the_settings_default(
 ) -> None:
     env_name, default, field, setting_default = SWITCHES[parameter]
     assert sam["Parameters"][parameter]["Default"] == default
-    assert Settings.fields[field].default == setting_default
+    assert Settings.model_fields[field].default == setting_default
     assert sam["Globals"]["Function"]["Environment"]["Variables"][env_name] == {"Ref": parameter}
 
 

@@ -12,7 +12,7 @@ def test_the_slow_threshold_is_a_parameter_of_the_sender_with_the_settings_defau
     cfn: dict[str, Any],
 ) -> None:
     parameter = cfn["Parameters"]["PushSlowSeconds"]
-    default = Settings.fields["push_slow_seconds"].default
+    default = Settings.model_fields["push_slow_seconds"].default
     assert (parameter["Type"], float(parameter["Default"])) == ("Number", default)
     # One owner's slow webhooks hold everyone's next delivery for about this long per batch:
     # no more than a quiet first delivery on AWS (~0.5 s), so that stays within 2x of it.

@@ -19,11 +19,11 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from fastapi import APIRouter
 from starlette.responses import JSONResponse
 
 from a2a_serverless.bindings.keepalive import KeepAliveResponse
 from a2a_serverless.bindings.rest import create_app
-from a2a_serverless.bindings.routing import APIRouter
 from a2a_serverless.bindings.sse import sse_response
 from a2a_serverless.core.errors import TaskNotFoundError
 from a2a_serverless.settings import Settings, get_settings
@@ -90,7 +90,7 @@ def test_detector_sees_a_streamed_function_asking_for_compression() -> None:
 def _keepalive_seconds(env: dict[str, Any]) -> float:
     """The longest a streamed function stays silent: the SSE heartbeat and the blocking
     send's keep-alive, as the function's environment (else the settings' defaults) sets them."""
-    fields = Settings.fields
+    fields = Settings.model_fields
     heartbeat = env.get("STREAM_HEARTBEAT_SECONDS", fields["stream_heartbeat_seconds"].default)
     keepalive = env.get("BLOCKING_KEEPALIVE_SECONDS", fields["blocking_keepalive_seconds"].default)
     return max(float(heartbeat), float(keepalive))

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from fastapi import APIRouter
 from starlette.responses import JSONResponse
 
 from a2a_serverless.bindings.cors import (
@@ -16,7 +17,6 @@ from a2a_serverless.bindings.cors import (
 )
 from a2a_serverless.bindings.keepalive import KeepAliveResponse
 from a2a_serverless.bindings.rest import create_app
-from a2a_serverless.bindings.routing import APIRouter
 from a2a_serverless.bindings.sse import sse_response
 from a2a_serverless.core.errors import TaskNotFoundError
 from a2a_serverless.settings import get_settings

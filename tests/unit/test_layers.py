@@ -20,8 +20,6 @@ ALLOWED: dict[str, set[str]] = {
     "models": set(),
     "settings": set(),
     "observability": {"settings"},
-    # Standard library only: the layer build runs it (botocore's endpoints, cut for wiring).
-    "botocore_endpoints": set(),
     "store": {"models"},
     "core": {"models", "store", "settings", "observability"},
     # Who is calling (API keys, JWT): the authorizer and the admin commands use it.
@@ -41,7 +39,6 @@ ALLOWED: dict[str, set[str]] = {
         "push",
         "settings",
         "observability",
-        "botocore_endpoints",
     },
     "local": {
         "models",

@@ -14,13 +14,13 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from a2a_serverless import observability, wiring
 from a2a_serverless.bindings.lambda_adapter import web_adapter_app
 from a2a_serverless.bindings.rest import create_app
-from a2a_serverless.bindings.routing import APIRouter
 from a2a_serverless.models import (
     TaskState,
 )

@@ -115,3 +115,18 @@ def test_schemas_come_from_the_models(document: dict[str, Any]) -> None:
         "default": None,
         "nullable": True,
     }
+
+
+def test_a_served_route_without_a_written_operation_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The paths and methods are FastAPI's description of the apps: a route added there and
+    # not described by the script stops the generation.
+    script = _script()
+    served = script.served_routes()
+    assert served["/tasks/{id}"] == ["get"]
+    monkeypatch.setattr(
+        script, "served_routes", lambda: {**served, "/tasks/{id}:archive": ["post"]}
+    )
+    with pytest.raises(SystemExit, match="archive"):
+        script.build()

@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-from a2a_serverless.settings import Settings, SettingsError
+from a2a_serverless.settings import Settings, SettingsError, get_settings
 
 
 def test_defaults_are_the_declared_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in Settings.fields:
+    for name in Settings.model_fields:
         monkeypatch.delenv(name.upper(), raising=False)
     settings = Settings()
-    for name, field in Settings.fields.items():
+    for name, field in Settings.model_fields.items():
         assert getattr(settings, name) == field.default, name
 
 
@@ -90,7 +90,25 @@ def test_a_body_larger_than_one_item_holds_is_refused() -> None:
     assert Settings(max_body_bytes=262_144).max_body_bytes == 262_144
 
 
-def test_every_field_has_a_type_the_parser_knows() -> None:
-    """A field of another type would be read as text: each parses its own default."""
-    for name, field in Settings.fields.items():
-        assert field.parse(field.default) == field.default, name
+def test_every_field_accepts_its_own_default() -> None:
+    for name, field in Settings.model_fields.items():
+        assert getattr(Settings(**{name: field.default}), name) == field.default, name
+
+
+@pytest.mark.parametrize("value", ["1", "true", "T", " yes ", "Y", "on"])
+def test_booleans_accept_the_usual_words_for_true(value: str) -> None:
+    assert Settings(streaming=False, push_allow_http=value).push_allow_http is True
+
+
+@pytest.mark.parametrize("value", ["0", "false", "F", " no ", "N", "OFF"])
+def test_booleans_accept_the_usual_words_for_false(value: str) -> None:
+    assert Settings(streaming=value).streaming is False
+
+
+def test_settings_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    get_settings.cache_clear()
+    monkeypatch.setenv("TABLE_NAME", "first")
+    first = get_settings()
+    monkeypatch.setenv("TABLE_NAME", "second")
+    assert get_settings() is first and first.table_name == "first"
+    get_settings.cache_clear()

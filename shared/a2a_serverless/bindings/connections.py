@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from a2a_serverless.bindings.routing import run_in_thread
 from a2a_serverless.core.connections import Connection
 
 
@@ -17,7 +17,7 @@ async def release(connection: Connection) -> None:
     """Release in a worker thread; a cancelled caller (a client gone) stops waiting, the
     release still completes in its thread."""
     if connection.leases:
-        await asyncio.shield(run_in_thread(connection.release))
+        await asyncio.shield(run_in_threadpool(connection.release))
 
 
 class Holding(Response):

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastapi import APIRouter
 from pydantic import Field
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -43,7 +45,6 @@ from a2a_serverless.bindings.http import (
     require_json_content_type,
 )
 from a2a_serverless.bindings.keepalive import send_response, wait_settled
-from a2a_serverless.bindings.routing import APIRouter, run_in_thread
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.card import CardFactory
@@ -586,7 +587,7 @@ async def _endpoint(services: Services, request: Request) -> Response:
             base_url(request),
             requested_extensions(request),
         )
-        result = await run_in_thread(handler, services, call)
+        result = await run_in_threadpool(handler, services, call)
         if isinstance(result, Streamed | Waiting):
             connection = result.connection
         if not has_id and isinstance(result, Waiting):

@@ -17,10 +17,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from a2a_serverless.bindings.routing import run_in_thread
 from a2a_serverless.settings import get_settings
 
 if TYPE_CHECKING:  # types only: the binding that calls this has imported them already
@@ -128,13 +128,13 @@ async def send_response(
     between reads) and the answer after it."""
     if not accepted.blocking:
         try:
-            return render(await run_in_thread(service.answer, accepted))
+            return render(await run_in_threadpool(service.answer, accepted))
         except Exception as exc:
             return on_error(exc)
 
     async def wait_then_answer() -> Response:
         await wait_settled(service, accepted)
-        return render(await run_in_thread(service.answer, accepted))
+        return render(await run_in_threadpool(service.answer, accepted))
 
     return KeepAliveResponse(
         wait_then_answer,
@@ -150,5 +150,5 @@ async def wait_settled(service: A2AService, accepted: AcceptedSend) -> None:
     if not accepted.blocking:
         return
     wait = service.settle_wait(accepted)
-    while not await run_in_thread(wait.step):
+    while not await run_in_threadpool(wait.step):
         await asyncio.sleep(wait.pause())

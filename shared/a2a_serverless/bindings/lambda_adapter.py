@@ -1,5 +1,5 @@
 """Lambda entry points of the HTTP functions: Mangum handlers (buffered) and Web Adapter apps
-(functions/loopback_server.py under the Lambda Web Adapter, response streaming)."""
+(uvicorn under the Lambda Web Adapter, response streaming: functions/<name>/run.sh)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def mangum_handler(
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """API Gateway REST (v1) proxy events -> the function's app, with request-id correlation.
     `trace_aws=False` for a function that never calls AWS (no botocore import for X-Ray)."""
-    # Imported here: the Web Adapter functions (their own HTTP server) never need Mangum.
+    # Imported here: the Web Adapter functions (served by uvicorn) never need Mangum.
     from mangum import Mangum
 
     # application/a2a+json is text: without this Mangum base64-encodes it and a REST API

@@ -9,7 +9,9 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
-from starlette.applications import Starlette
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -36,7 +38,6 @@ from a2a_serverless.bindings.http import (
     response_media_type,
 )
 from a2a_serverless.bindings.keepalive import send_response
-from a2a_serverless.bindings.routing import APIRouter, Depends, run_in_thread, starlette_app
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.connections import Connection, unbounded
@@ -114,10 +115,15 @@ def render(request: Request, payload: A2AModel, status_code: int = 200) -> JSONR
     )
 
 
-def create_app(*routers: APIRouter) -> Starlette:
-    """A function's app: its routers plus the binding's error mapping, each request in its
-    own observability scope (correlation ids, metrics, one log line)."""
-    app = starlette_app(routers)
+def create_app(*routers: APIRouter) -> FastAPI:
+    """A function's app: its routers in order plus the binding's error mapping, each request
+    in its own observability scope (correlation ids, metrics, one log line). No slash
+    redirects (behind API Gateway a redirect's Location drops the stage; routes a trailing
+    slash reaches declare both spellings) and no served docs: /docs, /redoc and
+    /openapi.json answer 404 as any unknown path does."""
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
+    for router in routers:
+        app.include_router(router)
     app.add_middleware(RequestScope)
     app.add_middleware(CorsHeaders)
 
@@ -129,13 +135,15 @@ def create_app(*routers: APIRouter) -> Starlette:
         UnsupportedMediaType,
         PayloadTooLarge,
         StarletteHTTPException,
+        # No route reads query or body parameters through FastAPI: one that did is a bug (500).
+        RequestValidationError,
         Exception,
     ):
         app.add_exception_handler(exc_type, handle)
     return app
 
 
-def _version(request: Request) -> None:
+async def _version(request: Request) -> None:
     negotiated_version(request, SUPPORTED_VERSIONS, INTERFACE)
 
 
@@ -151,8 +159,9 @@ TENANT_PREFIX = "/{tenant}"
 
 def _route(router: APIRouter, method: str, path: str) -> Callable[[Any], Any]:
     """Register the handler at `path` and at `/{tenant}` + `path` (the proto's
-    additional_bindings). The handler reads the tenant from `request.path_params`, never as a
-    parameter: the route without one has no such path parameter."""
+    additional_bindings). Handlers take only the request and read path parameters from
+    `request.path_params`: the route without a tenant has no such parameter, and a declared
+    one has FastAPI import pydantic.v1 (its model check) into every cold start."""
 
     def register(handler: Any) -> Any:
         for each in (path, TENANT_PREFIX + path):  # without the tenant first: it wins ties
@@ -262,7 +271,7 @@ def send_router(service: A2AService) -> APIRouter:
         )
 
         async def respond() -> Response:
-            accepted = await run_in_thread(
+            accepted = await run_in_threadpool(
                 service.accept_message, who.owner, send_request, who, activated
             )
             # A failure during a wait that already sent keep-alive bytes can no longer change
@@ -293,7 +302,7 @@ async def _connect(
     operation writes anything: a refusal (429) leaves nothing behind."""
     if not long_lived:
         return unbounded()
-    return await run_in_thread(service.connect, who, kind)
+    return await run_in_threadpool(service.connect, who, kind)
 
 
 async def _streamed(
@@ -307,7 +316,7 @@ async def _streamed(
     connection = await _connect(service, who, kind)
 
     async def respond() -> Response:
-        start = await run_in_thread(open_stream)
+        start = await run_in_threadpool(open_stream)
         response: Response = sse_response(event_frames(service, start, _stream_payload))
         return response if activated is None else echo_extensions(response, activated)
 
@@ -344,7 +353,8 @@ def get_task_router(service: A2AService) -> APIRouter:
 
     # Registered first: `/tasks/{task_id}` would match `x:subscribe` too.
     @_route(router, "GET", "/tasks/{task_id}:subscribe")
-    async def subscribe_by_get(request: Request, task_id: str) -> Response:
+    async def subscribe_by_get(request: Request) -> Response:
+        task_id = request.path_params["task_id"]
         # A GET has no body: the tenant can only come from the path.
         who = scoped_caller(request)
         # Errors (unknown task, terminal task) surface here, before any stream bytes.
@@ -356,9 +366,10 @@ def get_task_router(service: A2AService) -> APIRouter:
         )
 
     @_route(router, "GET", "/tasks/{task_id}")
-    async def get_task(request: Request, task_id: str) -> Response:
+    async def get_task(request: Request) -> Response:
+        task_id = request.path_params["task_id"]
         params = _query(request, TaskQuery)
-        task = await run_in_thread(
+        task = await run_in_threadpool(
             service.get_task, scoped_caller(request).owner, task_id, params.history_length
         )
         return render(request, task)
@@ -389,7 +400,7 @@ def list_tasks_router(service: A2AService) -> APIRouter:
     async def list_tasks(request: Request) -> Response:
         params = _query(request, ListTasksRequest)
         owner = scoped_caller(request).owner
-        result = await run_in_thread(service.list_tasks, owner, params)
+        result = await run_in_threadpool(service.list_tasks, owner, params)
         return render(request, result)
 
     return router
@@ -403,14 +414,16 @@ def task_action_router(service: A2AService) -> APIRouter:
     router = _versioned_router()
 
     @_route(router, "POST", "/tasks/{task_id}:cancel")
-    async def cancel_task(request: Request, task_id: str) -> Response:
+    async def cancel_task(request: Request) -> Response:
+        task_id = request.path_params["task_id"]
         body = await read_json_body(request, required=False)
         owner = scoped_caller(request, _body_tenant(body)).owner
-        task = await run_in_thread(service.cancel_task, owner, task_id)
+        task = await run_in_threadpool(service.cancel_task, owner, task_id)
         return render(request, task)
 
     @_route(router, "POST", "/tasks/{task_id}:subscribe")
-    async def subscribe(request: Request, task_id: str) -> Response:
+    async def subscribe(request: Request) -> Response:
+        task_id = request.path_params["task_id"]
         body = await read_json_body(request, required=False)
         who = scoped_caller(request, _body_tenant(body))
         # Errors (unknown task, terminal task) surface here, before any stream bytes.
@@ -437,29 +450,35 @@ def push_router(push: PushService) -> APIRouter:
     configs = "/tasks/{task_id}/pushNotificationConfigs"
 
     @_route(router, "POST", configs)
-    async def create_push_config(request: Request, task_id: str) -> Response:
+    async def create_push_config(request: Request) -> Response:
+        task_id = request.path_params["task_id"]
         config = validated(TaskPushNotificationConfig, await read_json_body(request))
         who = scoped_caller(request, config.tenant)
         # Stored with the tenant it was created under (returned with it, as the proto's field).
         config = config.model_copy(update={"tenant": who.tenant or None})
-        created = await run_in_thread(push.create, who.owner, task_id, config)
+        created = await run_in_threadpool(push.create, who.owner, task_id, config)
         return render(request, created)
 
     @_route(router, "GET", configs)
-    async def list_push_configs(request: Request, task_id: str) -> Response:
-        result = await run_in_thread(push.list, scoped_caller(request).owner, task_id)
+    async def list_push_configs(request: Request) -> Response:
+        task_id = request.path_params["task_id"]
+        result = await run_in_threadpool(push.list, scoped_caller(request).owner, task_id)
         return render(request, result)
 
     @_route(router, "GET", configs + "/{config_id}")
-    async def get_push_config(request: Request, task_id: str, config_id: str) -> Response:
+    async def get_push_config(request: Request) -> Response:
+        task_id = request.path_params["task_id"]
+        config_id = request.path_params["config_id"]
         owner = scoped_caller(request).owner
-        config = await run_in_thread(push.get, owner, task_id, config_id)
+        config = await run_in_threadpool(push.get, owner, task_id, config_id)
         return render(request, config)
 
     @_route(router, "DELETE", configs + "/{config_id}")
-    async def delete_push_config(request: Request, task_id: str, config_id: str) -> Response:
+    async def delete_push_config(request: Request) -> Response:
+        task_id = request.path_params["task_id"]
+        config_id = request.path_params["config_id"]
         owner = scoped_caller(request).owner
-        await run_in_thread(push.delete, owner, task_id, config_id)
+        await run_in_threadpool(push.delete, owner, task_id, config_id)
         return JSONResponse({}, media_type=response_media_type(request))  # protobuf Empty
 
     return router

@@ -37,7 +37,7 @@ LAYER_DIR = "layer"
 
 # functions/<name>/ -> what its app.py binds of `a2a_serverless.handlers.<name>.create()`:
 # Mangum functions an app and its handler, Web Adapter functions an app (run.sh serves it with
-# a2a_serverless.handlers.loopback_server), plain functions a handler.
+# uvicorn), plain functions a handler.
 ENTRY_POINTS: dict[str, str] = {
     "agent_card": "app, handler",
     "authorizer": "handler",
@@ -55,9 +55,17 @@ RUN_SH = """#!/bin/sh
 # process, not the Python bootstrap, so the layer (/opt/python) must be put on the path here.
 # Unbuffered: stdout is a pipe, and a log line or EMF blob left in Python's buffer when the
 # invocation ends would reach CloudWatch late (or, at shutdown, never).
+# uvicorn for one local peer, the adapter: it pools connections across invocations, so no idle
+# timeout that races its reuse after a thaw; request heads up to 256 KiB (it passes API
+# Gateway's and Lambda's context as JSON headers); its X-Forwarded-* headers left to the app;
+# no access log (the app logs each request), no lifespan, no added Server or Date header.
 PYTHONUNBUFFERED=1 PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/opt/python:${LAMBDA_RUNTIME_DIR:-}" \\
-  exec python -m a2a_serverless.handlers.loopback_server \\
-  --host 127.0.0.1 --port "${PORT:-8080}" app:app
+  exec python -m uvicorn \\
+  --host 127.0.0.1 --port "${PORT:-8080}" \\
+  --http h11 --loop asyncio --lifespan off --no-proxy-headers \\
+  --timeout-keep-alive 86400 --h11-max-incomplete-event-size 262144 \\
+  --no-access-log --no-server-header --no-date-header --log-level warning \\
+  app:app
 """
 
 
@@ -497,9 +505,6 @@ MAKEFILE = """# `sam build` runs this for SharedLayer (template.yaml: BuildMetho
 # if it is one, else python3.13 on PATH) compiles it; hash-based and unchecked, because the
 # layer never changes and zip extraction does not keep the mtimes a timestamp check compares.
 # The paths recorded in it are /opt/python's (-s, -p): the same bytes from any build folder.
-# Before that, botocore's endpoints.json is cut to the services the functions call, and their
-# service models to what botocore reads of them (a2a_serverless/botocore_endpoints.py: 30-40
-# ms and 3-7 ms a client less CPU per cold start).
 # The dependencies are the versions a2a-serverless was tested with (vendor/layer-constraints.txt),
 # the project's own too where the constraints name them.
 # Messages go to stdout: `sam build` shows make's stderr only when the build fails.
@@ -516,9 +521,6 @@ build-SharedLayer:
 \t\t"$(ARTIFACTS_DIR)/python/a2a_serverless/cli"
 \ttar -chf - --exclude=__pycache__ --exclude='*.pyc' {package} \\
 \t\t| tar -xf - -C "$(ARTIFACTS_DIR)/python"
-\tPYTHONPATH="$(ARTIFACTS_DIR)/python" $(PYTHON) -B -m a2a_serverless.botocore_endpoints \\
-\t\t"$(ARTIFACTS_DIR)/python" || echo "note: botocore's endpoints not cut: the functions \\
-read all of them (~30 ms more CPU per cold start)"
 \t@py=; for candidate in "$(PYTHON)" python3.13; do \\
 \t\ttag=$$("$$candidate" -c 'import sys; print(sys.implementation.cache_tag)' 2>/dev/null); \\
 \t\tif [ "$$tag" = cpython-313 ]; then py=$$candidate; break; fi; \\

@@ -26,6 +26,7 @@ the bound (store.TooLarge); nothing past the bound is written.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 from collections.abc import Callable
@@ -252,8 +253,6 @@ class Flow:
         Message of the message's context, or None."""
         answer = self.reply(ReplyContext(message, context_id, caller, extensions, metadata))
         if inspect.isawaitable(answer):
-            import asyncio  # only for async flows (cold start: a sync flow's worker never loads it)
-
             answer = asyncio.run(_await(answer))
         if answer is None:
             return None
@@ -264,8 +263,6 @@ class Flow:
     def run_step(self, ctx: StepContext) -> Outcome:
         result = self.step(ctx)
         if inspect.isawaitable(result):
-            import asyncio  # only for async flows (cold start: a sync flow's worker never loads it)
-
             result = asyncio.run(_await(result))
         if not isinstance(result, Outcome):
             raise TypeError(f"flow step returned {type(result).__name__}, expected Outcome")

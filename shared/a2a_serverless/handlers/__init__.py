@@ -9,68 +9,45 @@ builds its app from the settings of that moment rather than a cached one.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import random
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-# Nothing heavy at the top: a function module imports `init_pause` before its own imports
-# (wiring, models, pydantic, Powertools), and they must all run inside the pause.
 if TYPE_CHECKING:
     from a2a_serverless.flows.base import Flow
+
+T = TypeVar("T")
 
 
 def _entry_point_importing() -> bool:
     """True while a function's entry code is being imported as `app` (how the Lambda runtime
-    and the Web Adapter functions' loopback_server load `functions/<name>/app.py`) and has not
-    bound its `create` yet: this is that function's init. Not when a test, the local stack or
-    a tool imports the package."""
+    and uvicorn load `functions/<name>/app.py`) and has not bound its `create` yet: that
+    function's init. Not when a test, the local stack or a tool imports the package."""
     app = sys.modules.get("app")
     return app is not None and not hasattr(app, "create")
 
 
-# The init pause: an init (imports, pydantic building its validators, botocore loading its
-# service models) allocates a few hundred thousand objects and frees almost none, yet the
-# cyclic GC traverses them again and again as they accumulate: ~15 % of a cold start's CPU.
-# So collection is off from the function module's first import (`init_pause`) until its
-# create() has built the function (`init_done`), and what the init made is then frozen
-# (gc.freeze: never traversed again, by the first requests' collections either).
+# The init pause: an init allocates a few hundred thousand long-lived objects and frees
+# almost none, yet the cyclic GC traverses them again and again as they accumulate. So in a
+# function's init collection is off from this package's import (before the function module's
+# own imports) until its create() returns through `init_done`, and what the init made is
+# then frozen. docs/deploy.md has the measurement.
 _paused = False
-_frozen = False
+if _entry_point_importing() and gc.isenabled():
+    gc.disable()
+    _paused = True
 
 
-def pause_for_init() -> None:
-    """Start the init pause, in a function's init only (see `_entry_point_importing`). Only
-    a function module whose create() ends with `init_done()` may call this (through
-    `import a2a_serverless.handlers.init_pause`)."""
+def init_done(built: T) -> T:
+    """`built` (what create() returns), once the init pause is over: collection back on, the
+    init's objects frozen. Every function's create() returns through it; idempotent."""
     global _paused
-    if not _paused and _entry_point_importing() and gc.isenabled():
-        gc.disable()
-        _paused = True
-
-
-def init_done() -> None:
-    """End the init pause (if this init started one): collection back on, the init's objects
-    frozen (once per process). Called at the end of every function's create(); idempotent."""
-    global _paused, _frozen
-    if not _paused:
-        return
-    _paused = False
-    if not _frozen:
+    if _paused:
+        _paused = False
         gc.freeze()
-        _frozen = True
-    gc.enable()
-
-
-def prewarm(*getters: Callable[[], object]) -> None:
-    """Build a plain handler's cached objects (its AWS clients, which load botocore's service
-    models) now, inside the init pause, rather than in the first request. A getter that fails
-    is left to the first request, which calls it again and fails as it always did."""
-    for getter in getters:
-        with contextlib.suppress(Exception):
-            getter()
+        gc.enable()
+    return built
 
 
 class FlowLoadError(RuntimeError):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import a2a_serverless.handlers.init_pause  # noqa: F401  (first: the init pause)
 from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import mangum_handler
 from a2a_serverless.bindings.rest import card_router, create_app
@@ -20,5 +19,4 @@ def create() -> tuple[Any, Any]:
     app = create_app(card_router(wiring.get_card_factory()))
     handler = mangum_handler(app, trace_aws=bool(get_settings().card_signing_key))
     register_snapstart_hooks()
-    init_done()
-    return app, handler
+    return init_done((app, handler))

@@ -15,9 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import a2a_serverless.handlers.init_pause  # noqa: F401  (first: the init pause)
 from a2a_serverless.auth import Authenticated, Unauthenticated, claims_json
-from a2a_serverless.handlers import init_done, prewarm
+from a2a_serverless.handlers import init_done
 from a2a_serverless.observability import instrumented_handler
 from a2a_serverless.wiring import get_authenticator
 
@@ -107,7 +106,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def create() -> Any:
-    """The handler, its authenticator built (the API key store's client)."""
-    prewarm(get_authenticator)
-    init_done()
-    return handler
+    """The handler (its authenticator is built by the first request)."""
+    return init_done(handler)

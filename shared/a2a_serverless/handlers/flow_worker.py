@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import a2a_serverless.handlers.init_pause  # noqa: F401  (first: the init pause)
 from a2a_serverless.flows.runtime import FlowWorker
-from a2a_serverless.handlers import flow_at_init, init_done, prewarm
+from a2a_serverless.handlers import flow_at_init, init_done
 from a2a_serverless.observability import instrumented_handler
 from a2a_serverless.wiring import get_executor, get_flow, get_store
 
@@ -19,7 +18,4 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 def create() -> Any:
     """The handler, once the flow has loaded (a flow that cannot load fails the init)."""
     flow_at_init()
-    # The store's client now; the executor's only when a step asks for another one.
-    prewarm(get_store)
-    init_done()
-    return handler
+    return init_done(handler)

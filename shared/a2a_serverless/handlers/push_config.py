@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import a2a_serverless.handlers.init_pause  # noqa: F401  (first: the init pause)
 from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import mangum_handler
 from a2a_serverless.bindings.rest import create_app, push_router
@@ -16,5 +15,4 @@ def create() -> tuple[Any, Any]:
     app = create_app(push_router(wiring.get_push()))
     handler = mangum_handler(app)
     register_snapstart_hooks()
-    init_done()
-    return app, handler
+    return init_done((app, handler))

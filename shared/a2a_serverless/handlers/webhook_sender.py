@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import a2a_serverless.handlers.init_pause  # first: the init pause
-
 # Before anything imports pydantic (settings, models): Powertools' batch utility imports its
 # parser's pydantic event models (Kinesis, Kafka, SQS, ... ~20 ms) when it finds pydantic
 # already loaded, only to type a `model` argument this function never passes.
-import a2a_serverless.push.handler  # noqa: F401  # isort: skip
-from a2a_serverless.handlers import init_done, prewarm
+import a2a_serverless.push.handler  # noqa: F401
+from a2a_serverless.handlers import init_done
 from a2a_serverless.observability import instrumented_handler
 from a2a_serverless.push.handler import handle
 from a2a_serverless.wiring import get_webhook_sender
@@ -23,7 +21,5 @@ def handler(event: dict[str, Any], context: Any) -> Mapping[str, Any]:
 
 
 def create() -> Any:
-    """The handler, its sender built (the table's and the retry queue's clients)."""
-    prewarm(get_webhook_sender)
-    init_done()
-    return handler
+    """The handler (its sender is built by the first batch)."""
+    return init_done(handler)

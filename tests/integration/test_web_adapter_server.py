@@ -1,7 +1,7 @@
-"""The Web Adapter functions' HTTP server (a2a_serverless/handlers/loopback_server.py), as
-run.sh starts it: its own process on a free port, driven over real sockets as the Lambda Web
-Adapter drives it (HTTP/1.1, kept-alive connections), with a test ASGI app and with a real
-function's app.py against a moto server."""
+"""The Web Adapter functions' HTTP server: uvicorn as functions/<name>/run.sh starts it, its
+own process on a free port, driven over real sockets as the Lambda Web Adapter drives it
+(HTTP/1.1, kept-alive connections), with a test ASGI app and with a real function's app.py
+against a moto server."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER = "a2a_serverless.handlers.loopback_server"
+# The three Web Adapter functions share one run.sh (tests/template/test_functions.py).
+RUN_SH = ROOT / "functions" / "get_task" / "run.sh"
 
 # Streams events 0.4 s apart, echoes what it was given, raises, hangs until the peer leaves:
 # what a disconnect reached is appended to $DISCONNECT_LOG.
@@ -90,6 +91,10 @@ async def app(scope, receive, send):
         raise RuntimeError("secret detail of the failure")
     elif path == "/nothing":
         return  # no response at all
+    elif path == "/headers":
+        await read_body(receive)
+        size = sum(len(k) + len(v) for k, v in scope["headers"])
+        await respond(send, 200, str(size).encode())
     elif path == "/big":
         await read_body(receive)
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -125,7 +130,7 @@ def _free_port() -> int:
 
 
 class Server:
-    """`python -m a2a_serverless.handlers.loopback_server --port N app:app` in `cwd`."""
+    """run.sh in `cwd` (its app.py), on a free $PORT."""
 
     def __init__(self, cwd: Path, env: dict[str, str], log: Path) -> None:
         self.port = _free_port()
@@ -134,22 +139,14 @@ class Server:
         self.disconnects = Path(env.get("DISCONNECT_LOG", os.devnull))
         self.stderr = log.open("wb")
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                SERVER,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "app:app",
-            ],
+            ["sh", str(RUN_SH)],
             cwd=cwd,
             env={
-                "PATH": os.environ.get("PATH", ""),
+                # run.sh execs `python`: this interpreter.
+                "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
                 "PYTHONPATH": str(ROOT / "shared"),
-                "PYTHONUNBUFFERED": "1",
                 **env,
+                "PORT": str(self.port),  # a function's own env has the adapter's 8080
             },
             stdout=self.stderr,
             stderr=subprocess.STDOUT,
@@ -161,7 +158,7 @@ class Server:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 break
             except OSError:
-                assert time.monotonic() < deadline, "the server did not listen"
+                assert time.monotonic() < deadline, f"the server did not listen: {self.output()}"
                 time.sleep(0.05)
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -169,7 +166,8 @@ class Server:
         return self.log.read_text(errors="replace")
 
     def stop(self) -> int:
-        """SIGTERM, as Lambda's shutdown sends it: the exit code."""
+        """SIGTERM, as Lambda's shutdown sends it: the exit code (uvicorn shuts down, then
+        ends by the signal it caught: -SIGTERM)."""
         self.process.send_signal(signal.SIGTERM)
         try:
             return self.process.wait(timeout=15)
@@ -246,7 +244,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     try:
         yield server
     finally:
-        assert server.stop() == 0, server.output()  # SIGTERM: a clean exit
+        # SIGTERM: a graceful exit, by the signal (what uvicorn does once it has shut down).
+        assert server.stop() == -signal.SIGTERM, server.output()
 
 
 def _disconnects(server: Server) -> list[str]:
@@ -399,9 +398,9 @@ def test_an_app_that_sends_no_response_is_a_500(served: Server) -> None:
         raw.request("GET", "/nothing", [], b"")
         response, _ = raw.response()
         assert response.status_code == 500
-        raw.request("GET", "/still-open", [], b"")  # and the connection serves the next
-        response, body = raw.response()
-    assert response.status_code == 200 and json.loads(body)["path"] == "/still-open"
+        # uvicorn closes that connection (Connection: close); the next one is served.
+        assert (b"connection", b"close") in response.headers
+    assert httpx.get(f"{served.url}/still-open").json()["path"] == "/still-open"
 
 
 def test_the_app_gets_the_raw_path_and_query_string(served: Server) -> None:
@@ -443,19 +442,37 @@ def test_a_malformed_request_is_a_400_and_the_connection_closes(served: Server) 
     assert httpx.get(f"{served.url}/ok").status_code == 200
 
 
-def test_the_server_imports_no_uvicorn_nor_click() -> None:
-    code = f"import json, sys\nimport {SERVER}\nprint(json.dumps(sorted(sys.modules)))\n"
-    out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", code],
-        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT / "shared")},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    loaded = {m.split(".")[0] for m in json.loads(out.stdout)}
-    assert "h11" in loaded and SERVER in json.loads(out.stdout)
-    assert not {"uvicorn", "click", "starlette", "pydantic", "botocore"} & loaded
-    assert "uvicorn" not in out.stderr and "click" not in out.stderr  # -X importtime's list
+def test_a_request_head_of_200_kib_is_served(served: Server) -> None:
+    # The adapter passes API Gateway's and Lambda's context as JSON headers.
+    context = json.dumps({"authorizer": {"claims": "x" * 200 * 1024}})
+    response = httpx.get(f"{served.url}/headers", headers={"x-amzn-request-context": context})
+    assert response.status_code == 200 and int(response.text) > 200 * 1024
+
+
+def test_answers_get_no_server_or_date_header(served: Server) -> None:
+    response = httpx.get(f"{served.url}/scope")
+    assert response.status_code == 200
+    assert "server" not in response.headers and "date" not in response.headers
+
+
+def test_an_idle_kept_alive_connection_is_not_closed_by_the_server(served: Server) -> None:
+    # The adapter reuses its pooled connections after any pause (a thaw): uvicorn's default
+    # idle timeout is 5 s.
+    with Raw(served.port) as raw:
+        raw.request("GET", "/before", [], b"")
+        assert raw.response()[0].status_code == 200
+        time.sleep(6)
+        raw.request("GET", "/after-idle", [], b"")
+        response, body = raw.response()
+    assert response.status_code == 200 and json.loads(body)["path"] == "/after-idle"
+
+
+def test_sigterm_ends_the_server_gracefully(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text(TEST_APP)
+    server = Server(tmp_path, {"DISCONNECT_LOG": os.devnull}, tmp_path / "server.log")
+    assert httpx.get(f"{server.url}/up").status_code == 200
+    assert server.stop() == -signal.SIGTERM, server.output()
+    assert "Traceback" not in server.output(), server.output()
 
 
 # -- a real function --------------------------------------------------------------------------
@@ -508,7 +525,7 @@ def get_task_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
         try:
             yield server
         finally:
-            assert server.stop() == 0, server.output()
+            assert server.stop() == -signal.SIGTERM, server.output()
     finally:
         moto.stop()
 
