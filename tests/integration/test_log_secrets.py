@@ -17,6 +17,7 @@ import pytest
 from a2a_serverless import wiring
 from a2a_serverless.bindings.lambda_adapter import mangum_handler, web_adapter_app
 from a2a_serverless.bindings.rest import create_app, get_task_router
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.egress import EgressPolicy
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.models import (
@@ -61,7 +62,7 @@ def test_push_delivery_logs_carry_no_secret(
             "configuration": {"returnImmediately": True},
         }
     )
-    task = wiring.get_service().send_message("alice", request).task
+    task = wiring.get_service().sender.send(RequestContext.of_owner("alice"), request).task
     assert task is not None
     task_id = task.id
     config = TaskPushNotificationConfig(

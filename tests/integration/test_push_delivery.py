@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from a2a_serverless import wiring
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.local import events
 from a2a_serverless.local.events import EventSources, QueueMapping, StreamMapping
 from a2a_serverless.local.stack import REGION, LocalStack
@@ -229,7 +230,7 @@ def start_task(
             },
         }
     )
-    task = wiring.get_service().send_message(owner, request).task
+    task = wiring.get_service().sender.send(RequestContext.of_owner(owner), request).task
     assert task is not None and task.id
     return task.id
 
@@ -392,7 +393,7 @@ def _recovered_webhook(stack: LocalStack, webhooks: Webhooks, penalized: bool) -
             }
         }
     )
-    wiring.get_service().send_message(OWNER, answer)
+    wiring.get_service().sender.send(RequestContext.of_owner(OWNER), answer)
     invocations = queue.invocations
     pump_stream(stack)
     if penalized:
@@ -439,7 +440,7 @@ def test_a_webhook_gets_the_events_written_after_it_was_made(
     follow_up.configuration.task_push_notification_config = TaskPushNotificationConfig(
         url=webhooks.hook("turn-2", always(200))
     )
-    wiring.get_service().send_message(OWNER, follow_up)
+    wiring.get_service().sender.send(RequestContext.of_owner(OWNER), follow_up)
     wait_settled(task_id)
     pump_stream(stack)
     everything = events_of(stack, task_id)
@@ -623,7 +624,7 @@ def _hostile_turns(
     service, push, store = wiring.get_service(), wiring.get_push(), wiring.get_store()
     tasks = []
     for owner in owners:
-        task = service.send_message(owner, _message("ask me [input]")).task
+        task = service.sender.send(RequestContext.of_owner(owner), _message("ask me [input]")).task
         assert task is not None and task.id
         tasks.append(task)
     for task in tasks:
@@ -644,7 +645,9 @@ def _hostile_turns(
     if paused is not None:
         paused.stop()
     for owner, task in zip(owners, tasks, strict=True):
-        service.send_message(owner, _message("the answer", task.id, task.context_id))
+        service.sender.send(
+            RequestContext.of_owner(owner), _message("the answer", task.id, task.context_id)
+        )
     if paused is not None:
         for task in tasks:
             wait_settled(task.id)
@@ -994,7 +997,7 @@ def _start_v03_task(url: str, text: str) -> str:
     assert request.configuration is not None
     inline = TaskPushNotificationConfig(url=url, token=TOKEN)
     request.configuration.task_push_notification_config = inline.for_payload_version("0.3")
-    task = wiring.get_service().send_message(OWNER, request).task
+    task = wiring.get_service().sender.send(RequestContext.of_owner(OWNER), request).task
     assert task is not None and task.id
     return task.id
 

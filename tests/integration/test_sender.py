@@ -11,6 +11,7 @@ import boto3
 import pytest
 
 from a2a_serverless import wiring
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.egress import EgressPolicy, VettedTarget
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.models import (
@@ -168,8 +169,8 @@ def test_queued_delivery_backs_off_and_reports_failure(stack: LocalStack, queue_
     service = wiring.get_service()
     from a2a_serverless.models import SendMessageRequest
 
-    created = service.send_message(
-        "alice",
+    created = service.sender.send(
+        RequestContext.of_owner("alice"),
         SendMessageRequest.model_validate(
             {
                 "message": {"messageId": "m", "role": "user", "parts": [{"text": "hi"}]},
@@ -275,7 +276,7 @@ def test_a_config_gets_only_the_events_after_the_one_it_was_made_after(
 def test_an_owner_whose_webhook_was_parked_has_its_webhooks_parked_at_once_for_a_while(
     stack: LocalStack, queue_url: str
 ) -> None:
-    """Issue 11: each new slow webhook costs the stream shard one slow threshold before it is
+    """Each new slow webhook costs the stream shard one slow threshold before it is
     parked; an owner who keeps making new ones (new tasks, new configs) is penalized instead:
     while penalized, its webhooks are parked without a direct POST, other owners' are not, and
     when the penalty is over its webhooks go directly again."""

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.egress import EgressPolicy
 from a2a_serverless.core.errors import InvalidParamsError
 from a2a_serverless.core.push import PushService, config_violations
@@ -130,7 +131,7 @@ def test_every_push_bound_is_named_at_once_before_the_host_is_resolved() -> None
 def test_a_refused_config_stores_nothing() -> None:
     store = InMemoryTaskStore()
     sender = make_sender(store)
-    task_id = sender.admit("alice", send_request()).task_id
+    task_id = sender.enter(RequestContext.of_owner("alice"), send_request()).task_id
     service = push(store)
     with pytest.raises(InvalidParamsError):
         service.create("alice", task_id, config(url=url_of(200_000)))
@@ -222,10 +223,10 @@ def test_a_message_field_over_its_bound_is_refused_and_stores_nothing(
         return send_request(fields.get("part"), **message)
 
     with pytest.raises(InvalidParamsError) as refused:
-        sender.admit("alice", request(over))
+        sender.enter(RequestContext.of_owner("alice"), request(over))
     assert refused_fields(refused) == [field]
     assert store.tasks == {}
-    assert sender.admit("alice", request(at)).task_id in store.tasks
+    assert sender.enter(RequestContext.of_owner("alice"), request(at)).task_id in store.tasks
 
 
 def test_an_inline_push_config_is_bounded_with_the_message_in_one_answer() -> None:
@@ -242,7 +243,7 @@ def test_an_inline_push_config_is_bounded_with_the_message_in_one_answer() -> No
         }
     )
     with pytest.raises(InvalidParamsError) as refused:
-        make_sender(store).admit("alice", request)
+        make_sender(store).enter(RequestContext.of_owner("alice"), request)
     assert refused_fields(refused) == [
         "message.referenceTaskIds[0]",
         "configuration.taskPushNotificationConfig.url",
@@ -292,7 +293,7 @@ def test_a_page_token_over_its_bound_is_refused_before_it_is_read() -> None:
     store = InMemoryTaskStore()
     sender = make_sender(store)
     for n in range(2):
-        sender.admit("alice", send_request(messageId=f"m{n}"))
+        sender.enter(RequestContext.of_owner("alice"), send_request(messageId=f"m{n}"))
     queries = TaskQueries(store, RecordingExecutor(), WaitPolicy().poll)
     first = queries.list_tasks("alice", ListTasksRequest(page_size=1))
     assert first.next_page_token and len(first.next_page_token) < 200

@@ -14,10 +14,12 @@ import pytest
 from a2a_serverless.bindings.jsonrpc import V03, jsonrpc_router
 from a2a_serverless.bindings.rest import create_app
 from a2a_serverless.core.connections import Connection, unbounded
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.errors import TaskNotFoundError
-from a2a_serverless.core.send import AcceptedSend
+from a2a_serverless.core.send import Accepted
 from a2a_serverless.core.service import A2AService
 from a2a_serverless.models import (
+    Caller,
     ListTasksRequest,
     ListTasksResponse,
     Message,
@@ -56,22 +58,20 @@ class StubService:
         self.calls.append(("list_tasks", params))
         return ListTasksResponse(tasks=[TASK], next_page_token="", page_size=50, total_size=1)
 
-    def activate_extensions(self, requested: list[str]) -> list[str]:
-        return [uri for uri in requested if uri == "urn:x:supported"]
+    @property
+    def sender(self) -> StubService:
+        return self  # the SEND path's methods are here too
 
-    def accept_message(
-        self,
-        owner: str,
-        request: SendMessageRequest,
-        caller: object = None,
-        extensions: object = (),
-    ) -> AcceptedSend:
-        self.calls.append(("accept_message", request))
-        self.calls.append(("extensions", extensions))
+    def context(self, caller: Caller, requested: list[str]) -> RequestContext:
+        return RequestContext(caller, tuple(u for u in requested if u == "urn:x:supported"))
+
+    def accept(self, context: RequestContext, request: SendMessageRequest) -> Accepted:
+        self.calls.append(("accept", request))
+        self.calls.append(("extensions", list(context.extensions)))
         # Not blocking, answer known: the binding answers at once (no wait, no log reads).
-        return AcceptedSend(owner, TASK.id, 0, None, False, SendMessageResponse(task=TASK))
+        return Accepted(context.owner, TASK.id, 0, None, False, SendMessageResponse(task=TASK))
 
-    def answer(self, accepted: AcceptedSend) -> SendMessageResponse:
+    def answer(self, accepted: Accepted) -> SendMessageResponse:
         assert accepted.answer is not None
         return accepted.answer
 
@@ -309,7 +309,7 @@ def test_one_refusal_names_the_schemas_and_the_semantic_violations(
     expected = "'user'" if version == "0.3" else "ROLE_USER"
     assert roles[0]["description"] == f"must be {expected} for messages sent to an agent"
     assert expected in error["message"] and ("ROLE_" in error["message"]) == (version == "1.0")
-    assert not [c for c in service.calls if c[0] == "accept_message"]
+    assert not [c for c in service.calls if c[0] == "accept"]
 
 
 def test_0_3_refusals_spell_methods_and_states_as_0_3(

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.egress import EgressPolicy
 from a2a_serverless.core.errors import (
     ContentTypeNotSupportedError,
@@ -77,7 +78,7 @@ def store() -> InMemoryTaskStore:
 
 def test_a_new_message_creates_a_task_and_starts_its_first_turn(store: InMemoryTaskStore) -> None:
     executor = RecordingExecutor()
-    admitted = make_sender(store, executor).admit("alice", request())
+    admitted = make_sender(store, executor).enter(RequestContext.of_owner("alice"), request())
     assert not admitted.retried
     assert admitted.seq == 1
     assert admitted.created is not None and admitted.created.id == admitted.task_id
@@ -92,26 +93,26 @@ def test_the_same_message_again_is_a_retry_that_writes_and_starts_nothing(
 ) -> None:
     executor = RecordingExecutor()
     sender = make_sender(store, executor)
-    first = sender.admit("alice", request())
-    again = sender.admit("alice", request())
+    first = sender.enter(RequestContext.of_owner("alice"), request())
+    again = sender.enter(RequestContext.of_owner("alice"), request())
     assert again.retried and again.task_id == first.task_id and again.created is None
     assert len(executor.started) == 1 and len(store.tasks) == 1
     # Same messageId, other content: a new message, a new task.
-    other = sender.admit("alice", request(text="something else"))
+    other = sender.enter(RequestContext.of_owner("alice"), request(text="something else"))
     assert not other.retried and other.task_id != first.task_id
 
 
 def test_continuing_an_interrupted_task_starts_its_next_turn(store: InMemoryTaskStore) -> None:
     executor = RecordingExecutor()
     sender = make_sender(store, executor)
-    task_id = sender.admit("alice", request()).task_id
+    task_id = sender.enter(RequestContext.of_owner("alice"), request()).task_id
     record = store.get_record(task_id)
     assert record is not None
     transition(store, record, TaskState.INPUT_REQUIRED)
-    admitted = sender.admit("alice", request("m2", "more", taskId=task_id))
+    admitted = sender.enter(RequestContext.of_owner("alice"), request("m2", "more", taskId=task_id))
     assert admitted.task_id == task_id and admitted.created is None and not admitted.retried
     assert executor.started[-1] == (task_id, 2)
-    again = sender.admit("alice", request("m2", "more", taskId=task_id))
+    again = sender.enter(RequestContext.of_owner("alice"), request("m2", "more", taskId=task_id))
     assert again.retried and len(executor.started) == 2
 
 
@@ -137,11 +138,13 @@ def test_a_continued_task_s_stream_opens_before_its_turn_runs(store: InMemoryTas
     """However quick the turn, its stream opens on the task the answer left (submitted, at the
     turn's first status) and the turn's every event follows it, as on a new task's stream."""
     sender = make_sender(store, QuickExecutor(store))
-    task_id = sender.admit("alice", request()).task_id
+    task_id = sender.enter(RequestContext.of_owner("alice"), request()).task_id
     record = store.get_record(task_id)
     assert record is not None
     transition(store, record, TaskState.INPUT_REQUIRED)
-    start = sender.open_message_stream("alice", request("m2", "more", taskId=task_id))
+    start = sender.open_stream(
+        RequestContext.of_owner("alice"), request("m2", "more", taskId=task_id)
+    )
     assert store.get_record(task_id).state is TaskState.COMPLETED  # type: ignore[union-attr]
     assert start.open and start.first.task is not None
     assert start.first.task.status.state is TaskState.SUBMITTED
@@ -168,7 +171,7 @@ def test_a_webhook_gets_the_events_written_after_it_was_made(store: InMemoryTask
     config of a follow-up the seq before its turn's first status. Not on the wire."""
     sender = make_sender(store, RecordingExecutor(), push_enabled=True)
     push = PushService(store, True, EgressPolicy())
-    task_id = sender.admit("alice", with_hook(request(), "inline")).task_id
+    task_id = sender.enter(RequestContext.of_owner("alice"), with_hook(request(), "inline")).task_id
     record = store.get_record(task_id)
     assert record is not None
     transition(store, record, TaskState.WORKING)
@@ -180,7 +183,7 @@ def test_a_webhook_gets_the_events_written_after_it_was_made(store: InMemoryTask
     assert record is not None
     transition(store, record, TaskState.INPUT_REQUIRED)
     follow_up = with_hook(request("m2", "more", taskId=task_id), "turn-2")
-    assert sender.admit("alice", follow_up).seq == 4
+    assert sender.enter(RequestContext.of_owner("alice"), follow_up).seq == 4
     stored = {c.id: c for c, _ in store.list_push_configs(task_id)}
     assert {i: c.after_seq for i, c in stored.items()} == {"inline": 0, "api": 2, "turn-2": 3}
     assert push.get("alice", task_id, "api").wire() == {
@@ -192,9 +195,9 @@ def test_a_webhook_gets_the_events_written_after_it_was_made(store: InMemoryTask
 
 def test_a_working_task_refuses_a_new_message(store: InMemoryTaskStore) -> None:
     sender = make_sender(store, RecordingExecutor())
-    task_id = sender.admit("alice", request()).task_id
+    task_id = sender.enter(RequestContext.of_owner("alice"), request()).task_id
     with pytest.raises(UnsupportedOperationError, match="TASK_STATE_INPUT_REQUIRED"):
-        sender.admit("alice", request("m2", taskId=task_id))
+        sender.enter(RequestContext.of_owner("alice"), request("m2", taskId=task_id))
 
 
 def test_refusals_come_before_any_write(store: InMemoryTaskStore) -> None:
@@ -203,7 +206,7 @@ def test_refusals_come_before_any_write(store: InMemoryTaskStore) -> None:
         {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}
     )
     with pytest.raises(InvalidParamsError):
-        sender.admit("alice", agent_said)
+        sender.enter(RequestContext.of_owner("alice"), agent_said)
     image = SendMessageRequest.model_validate(
         {
             "message": {
@@ -214,7 +217,7 @@ def test_refusals_come_before_any_write(store: InMemoryTaskStore) -> None:
         }
     )
     with pytest.raises(ContentTypeNotSupportedError):
-        sender.admit("alice", image)
+        sender.enter(RequestContext.of_owner("alice"), image)
     inline_push = SendMessageRequest.model_validate(
         {
             "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
@@ -222,55 +225,50 @@ def test_refusals_come_before_any_write(store: InMemoryTaskStore) -> None:
         }
     )
     with pytest.raises(PushNotificationNotSupportedError):
-        sender.admit("alice", inline_push)
+        sender.enter(RequestContext.of_owner("alice"), inline_push)
     assert store.tasks == {}
 
 
 def test_a_turn_that_cannot_start_fails_the_task(store: InMemoryTaskStore) -> None:
     sender = make_sender(store, RecordingExecutor(fail=True))
     with pytest.raises(RuntimeError):
-        sender.admit("alice", request())
+        sender.enter(RequestContext.of_owner("alice"), request())
     (task,) = store.tasks.values()
     assert task.record.state is TaskState.FAILED
 
 
-def test_accept_message_answers_a_new_task_without_reading_it_back(
+def test_accept_answers_a_new_task_without_reading_it_back(
     store: InMemoryTaskStore,
 ) -> None:
     sender = make_sender(store, RecordingExecutor())
-    accepted = sender.accept_message("alice", request())
+    accepted = sender.accept(RequestContext.of_owner("alice"), request())
     assert not accepted.blocking and accepted.answer is not None
     assert accepted.answer.task is not None and accepted.answer.task.id == accepted.task_id
-    retried = sender.accept_message("alice", request())
+    retried = sender.accept(RequestContext.of_owner("alice"), request())
     assert retried.answer is None  # a retry reads the task as it is now
     answered = sender.answer(retried).task
     assert answered is not None and answered.id == accepted.task_id
 
 
-def test_open_message_stream_starts_from_the_new_task_or_a_snapshot(
+def test_open_stream_starts_from_the_new_task_or_a_snapshot(
     store: InMemoryTaskStore,
 ) -> None:
     sender = make_sender(store, RecordingExecutor())
-    start = sender.open_message_stream("alice", request())
+    start = sender.open_stream(RequestContext.of_owner("alice"), request())
     assert start.open and start.after_seq == 1 and start.first.task is not None
-    again = sender.open_message_stream("alice", request())
+    again = sender.open_stream(RequestContext.of_owner("alice"), request())
     assert again.task_id == start.task_id and again.first.task is not None
     assert again.first.task.status.state is TaskState.SUBMITTED
 
 
-def test_the_caller_reaches_the_turns_execution_and_cannot_claim_another_owner(
-    store: InMemoryTaskStore,
-) -> None:
+def test_the_caller_reaches_the_turns_execution(store: InMemoryTaskStore) -> None:
     executor = RecordingExecutor()
     sender = make_sender(store, executor)
     alice = Caller("alice", "jwt", {"sub": "alice", "email": "a@example.com"}, ("read",))
-    sender.admit("alice", request(), alice)
+    sender.enter(RequestContext(alice), request())
     assert executor.callers == [alice]
-    # A caller that is not the owner the binding resolved never rides along.
-    sender.admit("bob", request("m2"), alice)
-    assert executor.callers[-1] == Caller("bob")
-    # No caller given: the owner, anonymous.
-    sender.admit("carol", request("m3"))
+    # A context naming an owner only: the owner, anonymous.
+    sender.enter(RequestContext.of_owner("carol"), request("m3"))
     assert executor.callers[-1] == Caller("carol")
 
 
@@ -281,7 +279,7 @@ def test_every_field_violation_is_reported_at_once(store: InMemoryTaskStore) -> 
     bad = request(role="ROLE_AGENT", contextId=long_id, taskId=long_id)
     bad.metadata = {"big": "y" * 70_000}  # over MAX_METADATA_BYTES as JSON
     with pytest.raises(InvalidParamsError) as refused:
-        make_sender(store, RecordingExecutor()).admit("alice", bad)
+        make_sender(store, RecordingExecutor()).enter(RequestContext.of_owner("alice"), bad)
     assert [field for field, _ in refused.value.violations] == [
         "message.role",
         "message.contextId",
@@ -332,7 +330,8 @@ def test_extensions_activate_as_the_flow_declares_them(store: InMemoryTaskStore)
     assert ModePolicy().activate(["urn:x:optional"]) == []
 
     executor = RecordingExecutor()
-    make_sender(store, executor).admit("alice", request(), None, ["urn:x:optional"])
+    context = RequestContext.of_owner("alice", ["urn:x:optional"])
+    make_sender(store, executor).enter(context, request())
     assert executor.extensions == [("urn:x:optional",)]
 
 
@@ -341,8 +340,8 @@ def test_without_a_dedupe_window_every_send_is_new(store: InMemoryTaskStore) -> 
     makes deduplication a MAY. No retry record is written either."""
     executor = RecordingExecutor()
     sender = make_sender(store, executor, dedupe_window_seconds=0)
-    first = sender.admit("alice", request())
-    again = sender.admit("alice", request())
+    first = sender.enter(RequestContext.of_owner("alice"), request())
+    again = sender.enter(RequestContext.of_owner("alice"), request())
     assert not again.retried and again.task_id != first.task_id
     assert len(store.tasks) == 2 and store.dedupes == {}
 
@@ -352,14 +351,14 @@ def test_a_retry_must_repeat_the_whole_request(store: InMemoryTaskStore) -> None
     push config of the second send would otherwise be dropped)."""
     executor = RecordingExecutor()
     sender = make_sender(store, executor)
-    first = sender.admit("alice", request())
+    first = sender.enter(RequestContext.of_owner("alice"), request())
     with_metadata = request()
     with_metadata.metadata = {"k": "v"}
-    assert sender.admit("alice", with_metadata).task_id != first.task_id
+    assert sender.enter(RequestContext.of_owner("alice"), with_metadata).task_id != first.task_id
     blocking = request()
     blocking.configuration.return_immediately = False  # type: ignore[union-attr]
-    assert sender.admit("alice", blocking).task_id != first.task_id
-    assert sender.admit("alice", request()).retried
+    assert sender.enter(RequestContext.of_owner("alice"), blocking).task_id != first.task_id
+    assert sender.enter(RequestContext.of_owner("alice"), request()).retried
 
 
 def test_a_retry_after_the_window_is_a_new_send(
@@ -367,11 +366,11 @@ def test_a_retry_after_the_window_is_a_new_send(
 ) -> None:
     executor = RecordingExecutor()
     sender = make_sender(store, executor, dedupe_window_seconds=60)
-    first = sender.admit("alice", request())
-    assert sender.admit("alice", request()).retried
+    first = sender.enter(RequestContext.of_owner("alice"), request())
+    assert sender.enter(RequestContext.of_owner("alice"), request()).retried
     later = time.time() + 61
     monkeypatch.setattr(time, "time", lambda: later)
-    again = sender.admit("alice", request())
+    again = sender.enter(RequestContext.of_owner("alice"), request())
     assert not again.retried and again.task_id != first.task_id
 
 
@@ -384,7 +383,9 @@ def test_a_flow_may_answer_a_new_message_directly(store: InMemoryTaskStore) -> N
     executor = RecordingExecutor()
     sender = make_sender(store, executor)
     sender.replier = EchoFlow()
-    accepted = sender.accept_message("alice", request(text="hi [reply]", contextId="ctx-1"))
+    accepted = sender.accept(
+        RequestContext.of_owner("alice"), request(text="hi [reply]", contextId="ctx-1")
+    )
     assert accepted.answer is not None and accepted.answer.task is None
     reply = accepted.answer.message
     assert reply is not None and reply.role.value == "ROLE_AGENT"
@@ -392,13 +393,13 @@ def test_a_flow_may_answer_a_new_message_directly(store: InMemoryTaskStore) -> N
     assert reply.context_id == "ctx-1" and reply.task_id is None
     assert store.tasks == {} and executor.started == [] and not accepted.blocking
 
-    start = sender.open_message_stream("alice", request("m2", "again [reply]"))
+    start = sender.open_stream(RequestContext.of_owner("alice"), request("m2", "again [reply]"))
     assert start.first.message is not None and not start.open
     assert start.first.message.context_id  # a fresh context when none was given
     assert store.tasks == {}
 
     # Not asked for a reply: a task, as ever.
-    task = sender.accept_message("alice", request("m3", "a task please"))
+    task = sender.accept(RequestContext.of_owner("alice"), request("m3", "a task please"))
     assert task.task_id in store.tasks
     with pytest.raises(InvalidParamsError):
-        sender.accept_message("alice", request("m4", "[reply]", role="ROLE_AGENT"))
+        sender.accept(RequestContext.of_owner("alice"), request("m4", "[reply]", role="ROLE_AGENT"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from a2a_serverless.core.card import CardFactory
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.errors import UnsupportedOperationError
 from a2a_serverless.core.service import A2AService
 from a2a_serverless.flows.echo import EchoFlow
@@ -21,9 +22,11 @@ def test_streaming_off_refuses_the_stream_methods_and_writes_nothing() -> None:
     service = A2AService(store, executor, streaming=False)
     send: SendMessageRequest = request()
     with pytest.raises(UnsupportedOperationError, match="SendStreamingMessage"):
-        service.open_message_stream("alice", send)
+        service.sender.open_stream(RequestContext.of_owner("alice"), send)
     assert store.tasks == {} and executor.started == []
-    accepted = service.accept_message("alice", send)  # unary sends still work
+    accepted = service.sender.accept(
+        RequestContext.of_owner("alice"), send
+    )  # unary sends still work
     with pytest.raises(UnsupportedOperationError, match="SubscribeToTask"):
         service.subscribe("alice", accepted.task_id)
 

@@ -50,7 +50,7 @@ from a2a_serverless.core import errors
 from a2a_serverless.core.card import CardFactory
 from a2a_serverless.core.connections import Connection, ConnectionKind, unbounded
 from a2a_serverless.core.push import PushService
-from a2a_serverless.core.send import AcceptedSend
+from a2a_serverless.core.send import Accepted
 from a2a_serverless.core.service import A2AService, StreamStart, scoped
 from a2a_serverless.models import (
     A2AModel,
@@ -199,7 +199,7 @@ class Streamed:
 class Waiting:
     """A SendMessage accepted by core: its result comes after the wait (bindings/keepalive)."""
 
-    accepted: AcceptedSend
+    accepted: Accepted
     extensions: list[str]  # activated: echoed in the response's header
     connection: Connection = field(default_factory=unbounded)  # held until the answer
 
@@ -231,28 +231,28 @@ def _connected(
 
 def _send(s: Services, call: Call) -> Any:
     request = call.codec.send_request(call.params)
-    activated = s.service.activate_extensions(call.extensions)
+    context = s.service.context(call.caller, call.extensions)
     accepted, connection = _connected(
         s,
         call,
         ConnectionKind.BLOCKING,
         s.service.blocks(request),
-        lambda: s.service.accept_message(call.owner, request, call.caller, activated),
+        lambda: s.service.sender.accept(context, request),
     )
-    return Waiting(accepted, activated, connection)
+    return Waiting(accepted, list(context.extensions), connection)
 
 
 def _send_streaming(s: Services, call: Call) -> Any:
     request = call.codec.send_request(call.params)
-    activated = s.service.activate_extensions(call.extensions)
+    context = s.service.context(call.caller, call.extensions)
     start, connection = _connected(
         s,
         call,
         ConnectionKind.STREAM,
         True,
-        lambda: s.service.open_message_stream(call.owner, request, call.caller, activated),
+        lambda: s.service.sender.open_stream(context, request),
     )
-    return Streamed(start, activated, connection)
+    return Streamed(start, list(context.extensions), connection)
 
 
 def _get_task(s: Services, call: Call) -> Any:

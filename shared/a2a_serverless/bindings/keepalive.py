@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 from a2a_serverless.settings import get_settings
 
 if TYPE_CHECKING:  # types only: the binding that calls this has imported them already
-    from a2a_serverless.core.send import AcceptedSend
+    from a2a_serverless.core.send import Accepted
     from a2a_serverless.core.service import A2AService
     from a2a_serverless.models import SendMessageResponse
 
@@ -117,7 +117,7 @@ async def _disconnected(receive: Receive) -> None:
 
 async def send_response(
     service: A2AService,
-    accepted: AcceptedSend,
+    accepted: Accepted,
     render: Render,
     on_error: OnError,
     *,
@@ -128,13 +128,13 @@ async def send_response(
     between reads) and the answer after it."""
     if not accepted.blocking:
         try:
-            return render(await run_in_threadpool(service.answer, accepted))
+            return render(await run_in_threadpool(service.sender.answer, accepted))
         except Exception as exc:
             return on_error(exc)
 
     async def wait_then_answer() -> Response:
         await wait_settled(service, accepted)
-        return render(await run_in_threadpool(service.answer, accepted))
+        return render(await run_in_threadpool(service.sender.answer, accepted))
 
     return KeepAliveResponse(
         wait_then_answer,
@@ -144,11 +144,11 @@ async def send_response(
     )
 
 
-async def wait_settled(service: A2AService, accepted: AcceptedSend) -> None:
+async def wait_settled(service: A2AService, accepted: Accepted) -> None:
     """Core's SettleWait, one read per thread hop and asyncio sleeps between them, so a
     cancelled caller (a client gone) stops the reads."""
     if not accepted.blocking:
         return
-    wait = service.settle_wait(accepted)
+    wait = service.sender.settle(accepted)
     while not await run_in_threadpool(wait.step):
         await asyncio.sleep(wait.pause())

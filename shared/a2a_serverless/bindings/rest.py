@@ -265,15 +265,13 @@ def send_router(service: A2AService) -> APIRouter:
         send_request = await _send_request(request)
         # Refusals raise here, before any wait: their status and body are the usual ones.
         who = scoped_caller(request, send_request.tenant)
-        activated = service.activate_extensions(requested_extensions(request))
+        context = service.context(who, requested_extensions(request))
         connection = await _connect(
             service, who, ConnectionKind.BLOCKING, service.blocks(send_request)
         )
 
         async def respond() -> Response:
-            accepted = await run_in_threadpool(
-                service.accept_message, who.owner, send_request, who, activated
-            )
+            accepted = await run_in_threadpool(service.sender.accept, context, send_request)
             # A failure during a wait that already sent keep-alive bytes can no longer change
             # the status: the google.rpc.Status body then comes with HTTP 200
             # (bindings/keepalive.py).
@@ -284,7 +282,7 @@ def send_router(service: A2AService) -> APIRouter:
                 lambda exc: error_response(request, exc),
                 media_type=response_media_type(request),
             )
-            return echo_extensions(response, activated)
+            return echo_extensions(response, list(context.extensions))
 
         return await held(connection, respond)
 
@@ -330,13 +328,13 @@ def stream_router(service: A2AService) -> APIRouter:
     async def send_streaming_message(request: Request) -> Response:
         send_request = await _send_request(request)
         who = scoped_caller(request, send_request.tenant)
-        activated = service.activate_extensions(requested_extensions(request))
+        context = service.context(who, requested_extensions(request))
         return await _streamed(
             service,
             who,
             ConnectionKind.STREAM,
-            lambda: service.open_message_stream(who.owner, send_request, who, activated),
-            activated,
+            lambda: service.sender.open_stream(context, send_request),
+            list(context.extensions),
         )
 
     return router

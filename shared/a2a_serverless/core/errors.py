@@ -207,3 +207,11 @@ def error_row(error: type[A2AError]) -> ErrorRow:
 
 def invalid_field(field: str, why: str) -> InvalidParamsError:
     return InvalidParamsError(violations=[(field, why)])
+
+
+def streaming_unsupported(operation: str) -> UnsupportedOperationError:
+    """The refusal of a stream method by an agent that does not stream."""
+    return UnsupportedOperationError(
+        f"{operation} is not supported: this agent does not stream "
+        "(capabilities.streaming is false)"
+    )

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.errors import (
     ContentTypeNotSupportedError,
     ExtensionSupportRequiredError,
@@ -26,6 +27,7 @@ from a2a_serverless.core.errors import (
     PushNotificationNotSupportedError,
     UnsupportedOperationError,
     invalid_field,
+    streaming_unsupported,
 )
 from a2a_serverless.core.executor import Executor, TurnContext, execution_name
 from a2a_serverless.core.push import PushService, config_violations
@@ -114,7 +116,7 @@ def content_hash(request: SendMessageRequest) -> str:
 
 
 @dataclass(frozen=True)
-class AcceptedSend:
+class Accepted:
     """A message SendMessage accepted: where its wait starts (the status event at
     `after_seq`), whether the caller asked to wait, and the answer when it is already known."""
 
@@ -127,8 +129,8 @@ class AcceptedSend:
 
 
 @dataclass(frozen=True)
-class Admitted:
-    """A message taken into a task.
+class Entry:
+    """A message entered into a task.
 
     `seq` is the turn's first status event. When `retried`, this send repeats an earlier
     identical one: nothing was written and `seq` is unknown (0). `created` is the new task
@@ -173,65 +175,51 @@ class MessageSender:
     # Asked first about every new message (no taskId): a Message it returns is the answer,
     # and no task is created.
     replier: Replier | None = None
+    # Off (the Streaming parameter): the card says so and the stream methods refuse.
+    streaming: bool = True
 
     # -- SendMessage -----------------------------------------------------------------------
 
-    def send_message(
-        self,
-        owner: str,
-        request: SendMessageRequest,
-        caller: Caller | None = None,
-        extensions: Sequence[str] = (),
-    ) -> SendMessageResponse:
+    def send(self, context: RequestContext, request: SendMessageRequest) -> SendMessageResponse:
         """Accept the message, wait (unless told not to) and answer with the task."""
-        accepted = self.accept_message(owner, request, caller, extensions)
+        accepted = self.accept(context, request)
         if accepted.blocking:
-            wait = self.settle_wait(accepted)
+            wait = self.settle(accepted)
             while not wait.step():
                 time.sleep(wait.pause())
         return self.answer(accepted)
 
-    def accept_message(
-        self,
-        owner: str,
-        request: SendMessageRequest,
-        caller: Caller | None = None,
-        extensions: Sequence[str] = (),
-    ) -> AcceptedSend:
-        """SendMessage up to its wait: validate, create or continue the task, start the turn.
-
-        Every refusal is raised here, before any waiting; the caller then waits with
-        `settle_wait` (as it likes: blocking, or awaiting between reads) and calls `answer`.
-        """
+    def accept(self, context: RequestContext, request: SendMessageRequest) -> Accepted:
+        """SendMessage up to its wait: validate, enter the message into a task, start the
+        turn. Every refusal is raised here, before any waiting; the caller then waits with
+        `settle` (as it likes: blocking, or awaiting between reads) and calls `answer`."""
         config = request.configuration or SendMessageConfiguration()
-        who = _caller_for(owner, caller)
-        self._check(owner, request)
-        reply = self._direct_reply(request, who, extensions)
+        owner = context.owner
+        self._check(context, request)
+        reply = self._direct_reply(context, request)
         if reply is not None:
-            return AcceptedSend(
+            return Accepted(
                 owner, "", 0, config.history_length, False, SendMessageResponse(message=reply)
             )
-        admitted = self._admit(owner, request, who, extensions)
+        entry = self._enter(context, request)
         blocking = not config.return_immediately
-        if not blocking and admitted.created is not None:
+        if not blocking and entry.created is not None:
             # Everything the answer holds was just written: no need to read it back.
-            answer = SendMessageResponse(task=admitted.created)
-            return AcceptedSend(
-                owner, admitted.task_id, admitted.seq, config.history_length, False, answer
-            )
-        seq = admitted.seq
-        if blocking and admitted.retried:
+            answer = SendMessageResponse(task=entry.created)
+            return Accepted(owner, entry.task_id, entry.seq, config.history_length, False, answer)
+        seq = entry.seq
+        if blocking and entry.retried:
             # Wait from the earlier send's status on, as that send would have.
-            original = self.store.get_record(admitted.task_id)
+            original = self.store.get_record(entry.task_id)
             seq = original.status_seq if original else 0
-        return AcceptedSend(owner, admitted.task_id, seq, config.history_length, blocking)
+        return Accepted(owner, entry.task_id, seq, config.history_length, blocking)
 
-    def settle_wait(self, accepted: AcceptedSend) -> SettleWait:
+    def settle(self, accepted: Accepted) -> SettleWait:
         """The wait of a blocking send: its log from the accepted status on, up to the limit."""
         tail = LogTail(self.store, accepted.task_id, max(0, accepted.after_seq - 1), self.wait.poll)
         return SettleWait(tail, self.wait.max_wait_seconds)
 
-    def answer(self, accepted: AcceptedSend) -> SendMessageResponse:
+    def answer(self, accepted: Accepted) -> SendMessageResponse:
         """The SendMessage response once the wait is over (or was not asked for)."""
         if accepted.answer is not None:
             return accepted.answer
@@ -241,40 +229,31 @@ class MessageSender:
 
     # -- SendStreamingMessage --------------------------------------------------------------
 
-    def open_message_stream(
-        self,
-        owner: str,
-        request: SendMessageRequest,
-        caller: Caller | None = None,
-        extensions: Sequence[str] = (),
-    ) -> StreamStart:
-        """Accept a message like SendMessage (never blocking) and say where its stream starts.
-
-        The first event is the task as of seq S; the stream continues with the log after S.
-        """
+    def open_stream(self, context: RequestContext, request: SendMessageRequest) -> StreamStart:
+        """Accept a message like SendMessage (never blocking) and say where its stream starts:
+        the first event is the task as of seq S; the stream continues with the log after S."""
+        if not self.streaming:
+            raise streaming_unsupported("SendStreamingMessage")
         config = request.configuration or SendMessageConfiguration()
-        who = _caller_for(owner, caller)
-        self._check(owner, request)
-        reply = self._direct_reply(request, who, extensions)
+        self._check(context, request)
+        reply = self._direct_reply(context, request)
         if reply is not None:
             # A Message-only stream: exactly that one event.
             return StreamStart(StreamResponse(message=reply), "", 0, open=False)
         # A continued task is read before its turn starts (the stream then carries every
         # event of the turn, as a new task's does), a retried send's as it is now.
-        admitted = self._admit(owner, request, who, extensions, stream=True)
-        if admitted.created is not None:
+        entry = self._enter(context, request, stream=True)
+        if entry.created is not None:
             return StreamStart(
-                StreamResponse(task=admitted.created), admitted.task_id, admitted.seq, open=True
+                StreamResponse(task=entry.created), entry.task_id, entry.seq, open=True
             )
-        if admitted.opened is not None:
-            return admitted.opened
-        return self.queries.snapshot_start(owner, admitted.task_id, config.history_length)
+        if entry.opened is not None:
+            return entry.opened
+        return self.queries.snapshot_start(context.owner, entry.task_id, config.history_length)
 
     # -- the shared opening steps ----------------------------------------------------------
 
-    def _direct_reply(
-        self, request: SendMessageRequest, caller: Caller, extensions: Sequence[str]
-    ) -> Message | None:
+    def _direct_reply(self, context: RequestContext, request: SendMessageRequest) -> Message | None:
         """The agent's direct answer to a new (checked) message; None: the message becomes
         (or continues) a task."""
         message = request.message
@@ -282,37 +261,30 @@ class MessageSender:
             return None
         context_id = message.context_id or str(uuid.uuid4())
         return self.replier.reply_to(
-            message, context_id, caller, list(extensions), dict(request.metadata or {})
+            message,
+            context_id,
+            context.caller,
+            list(context.extensions),
+            dict(request.metadata or {}),
         )
 
-    def admit(
-        self,
-        owner: str,
-        request: SendMessageRequest,
-        caller: Caller | None = None,
-        extensions: Sequence[str] = (),
-    ) -> Admitted:
-        """Validate the message, then create a task for it or continue the one it names.
-        `caller` (default: the owner, anonymous) and the activated `extensions` (see
-        `ModePolicy.activate`) are what the turn's flow steps see."""
-        self._check(owner, request)
-        return self._admit(owner, request, _caller_for(owner, caller), extensions)
+    def enter(self, context: RequestContext, request: SendMessageRequest) -> Entry:
+        """Validate the message, then create a task for it or continue the one it names; the
+        context is what the turn's flow steps see."""
+        self._check(context, request)
+        return self._enter(context, request)
 
-    def _check(self, owner: str, request: SendMessageRequest) -> None:
+    def _check(self, context: RequestContext, request: SendMessageRequest) -> None:
         """The refusals every send gets first, direct replies included."""
-        check_owner_size(owner)
+        check_owner_size(context.owner)
         self._validate(request, request.configuration or SendMessageConfiguration())
 
-    def _admit(
-        self,
-        owner: str,
-        request: SendMessageRequest,
-        caller: Caller,
-        extensions: Sequence[str],
-        stream: bool = False,
-    ) -> Admitted:
+    def _enter(
+        self, context: RequestContext, request: SendMessageRequest, stream: bool = False
+    ) -> Entry:
         """`stream`: read a continued task, to open a stream on, before its turn starts."""
-        turn = TurnContext(caller, tuple(extensions), request.metadata or None)
+        owner = context.owner
+        turn = TurnContext(context.caller, context.extensions, request.metadata or None)
         message = request.message
         config = request.configuration or SendMessageConfiguration()
         dedupe = (
@@ -373,14 +345,14 @@ class MessageSender:
                 field="configuration.acceptedOutputModes",
             )
 
-    def _retry_of(self, owner: str, message: Message, dedupe: Dedupe | None) -> Admitted | None:
+    def _retry_of(self, owner: str, message: Message, dedupe: Dedupe | None) -> Entry | None:
         """The task an identical earlier send created or continued, if this send is a retry
         (within the dedupe window; never with the window off)."""
         if dedupe is None:
             return None
         found = self.store.find_dedupe(owner, message.message_id)
         if found is not None and found[1] == dedupe.content_hash:
-            return Admitted(found[0], 0, retried=True)
+            return Entry(found[0], 0, retried=True)
         return None
 
     def _create_task(
@@ -391,7 +363,7 @@ class MessageSender:
         request: SendMessageRequest,
         config: SendMessageConfiguration,
         turn: TurnContext,
-    ) -> Admitted:
+    ) -> Entry:
         task_id = str(uuid.uuid4())
         # A new context is named after the task that opens it: the store counts that task in
         # its context with no counter write (keys.opens_context).
@@ -425,7 +397,7 @@ class MessageSender:
             self.store.create_task(record, stored, status_event(record, status), None, push_config)
         self._start(record, 1, turn)
         history = [stored] if config.history_length != 0 else None
-        return Admitted(task_id, 1, created=build_task(record, history=history))
+        return Entry(task_id, 1, created=build_task(record, history=history))
 
     def _inline_push(
         self, config: SendMessageConfiguration, task_id: str
@@ -450,7 +422,7 @@ class MessageSender:
         config: SendMessageConfiguration,
         context: TurnContext,
         stream: bool = False,
-    ) -> Admitted:
+    ) -> Entry:
         record = self.queries.load(owner, message.task_id or "")
         if message.context_id and message.context_id != record.context_id:
             raise invalid_field(
@@ -489,7 +461,7 @@ class MessageSender:
             else None
         )
         self._start(record, turn, context)
-        return Admitted(record.task_id, seq, opened=opened)
+        return Entry(record.task_id, seq, opened=opened)
 
     def _next_turn(
         self,
@@ -637,12 +609,6 @@ def request_violations(payload: Any) -> list[tuple[str, str]]:
         if isinstance(configuration, dict)
         else None,
     )
-
-
-def _caller_for(owner: str, caller: Caller | None) -> Caller:
-    """Who a turn's steps are told sent it: the caller the binding named, if it is the owner
-    (never another principal or tenant); else the owner's principal and tenant, anonymous."""
-    return caller if caller is not None and caller.owner == owner else Caller.of_owner(owner)
 
 
 def _not_accepting(record: TaskRecord) -> UnsupportedOperationError:

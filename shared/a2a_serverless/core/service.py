@@ -1,6 +1,6 @@
-"""The A2A operations as one object for the bindings: a thin facade over the SEND path
-(core/send.py) and the QUERY path (core/query.py). Bindings translate requests into these
-calls and errors back out.
+"""The A2A operations as one object for the bindings: the SEND path (`sender`, core/send.py)
+and the QUERY path (core/query.py), and the bounds on long-lived connections. Bindings
+translate requests into these calls and errors back out.
 
 The SEND path is imported and built at the first send: a function that only reads tasks
 (GetTask, ListTasks) never loads it, nor the push service it uses (cold start)."""
@@ -19,10 +19,11 @@ from a2a_serverless.core.connections import (
     ConnectionLimiter,
     unbounded,
 )
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.errors import (
     InvalidRequestError,
-    UnsupportedOperationError,
     invalid_field,
+    streaming_unsupported,
 )
 from a2a_serverless.core.executor import Executor
 from a2a_serverless.core.query import StreamStart, TaskQueries
@@ -32,7 +33,6 @@ from a2a_serverless.models import (
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
-    SendMessageResponse,
     Task,
 )
 from a2a_serverless.models.caller import TENANT_MARK
@@ -41,14 +41,15 @@ from a2a_serverless.store import MAX_OWNER_BYTES, TaskStore, utf8_size
 
 if TYPE_CHECKING:
     from a2a_serverless.core.push import PushService
-    from a2a_serverless.core.send import AcceptedSend, MessageSender, ModePolicy, Replier
+    from a2a_serverless.core.send import MessageSender, ModePolicy, Replier
 
 # The names bindings and wiring import from here, wherever they are defined (the SEND path's
-# own, AcceptedSend and ModePolicy, from core/send.py: importing them loads that path).
+# own, Accepted and ModePolicy, from core/send.py: importing them loads that path).
 __all__ = [
     "A2AService",
     "Connection",
     "ConnectionKind",
+    "RequestContext",
     "SettleWait",
     "StreamStart",
     "WaitPolicy",
@@ -140,45 +141,13 @@ class A2AService:
             self._push,
             self._dedupe_window_seconds,
             self._replier,
+            self.streaming,
         )
 
-    def activate_extensions(self, requested: Sequence[str]) -> list[str]:
-        """The extensions a send will use (raises when a required one was not requested)."""
-        return self.sender.modes.activate(requested)
-
-    def send_message(
-        self,
-        owner: str,
-        request: SendMessageRequest,
-        caller: Caller | None = None,
-        extensions: Sequence[str] = (),
-    ) -> SendMessageResponse:
-        return self.sender.send_message(owner, request, caller, extensions)
-
-    def accept_message(
-        self,
-        owner: str,
-        request: SendMessageRequest,
-        caller: Caller | None = None,
-        extensions: Sequence[str] = (),
-    ) -> AcceptedSend:
-        return self.sender.accept_message(owner, request, caller, extensions)
-
-    def settle_wait(self, accepted: AcceptedSend) -> SettleWait:
-        return self.sender.settle_wait(accepted)
-
-    def answer(self, accepted: AcceptedSend) -> SendMessageResponse:
-        return self.sender.answer(accepted)
-
-    def open_message_stream(
-        self,
-        owner: str,
-        request: SendMessageRequest,
-        caller: Caller | None = None,
-        extensions: Sequence[str] = (),
-    ) -> StreamStart:
-        self._require_streaming("SendStreamingMessage")
-        return self.sender.open_message_stream(owner, request, caller, extensions)
+    def context(self, caller: Caller, requested: Sequence[str] = ()) -> RequestContext:
+        """A send's context: the caller and the extensions it activates of those requested
+        (raises when a required one was not requested)."""
+        return RequestContext(caller, tuple(self.sender.modes.activate(requested)))
 
     # -- long-lived connections ---------------------------------------------------------------
 
@@ -208,15 +177,9 @@ class A2AService:
         return self.queries.cancel_task(owner, task_id)
 
     def subscribe(self, owner: str, task_id: str) -> StreamStart:
-        self._require_streaming("SubscribeToTask")
-        return self.queries.subscribe(owner, task_id)
-
-    def _require_streaming(self, operation: str) -> None:
         if not self.streaming:
-            raise UnsupportedOperationError(
-                f"{operation} is not supported: this agent does not stream "
-                "(capabilities.streaming is false)"
-            )
+            raise streaming_unsupported("SubscribeToTask")
+        return self.queries.subscribe(owner, task_id)
 
     def tail(self, start: StreamStart) -> LogTail:
         return self.queries.tail(start)
