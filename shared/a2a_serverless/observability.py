@@ -1,25 +1,10 @@
 """Logs, metrics and traces of every function (Powertools Logger, EMF metrics, Tracer).
 
-- **Logs** are Powertools JSON lines. Keys that belong to one request or invocation (the API
-  Gateway request id as `correlation_id`, `task_id`, `context_id`, `turn`, ...) live in a
-  *scope* held by a context variable, never in the Logger's process-wide keys: a Web Adapter
-  function's server (uvicorn, started by run.sh) runs requests concurrently in one process
-  (and the local stack runs every function in one process), so process-wide keys would leak
-  from one request into another's lines. Work a request hands to a thread (Starlette's
-  `run_in_threadpool` copies the context) or to a task shares
-  its scope, so a key added there (`annotate`) shows on the request's later lines too.
-- **Metrics** are CloudWatch EMF blobs printed to stdout. Each scope buffers its own metrics
-  and prints them when it ends (Powertools' `Metrics` keeps class-level state shared by every
-  instance, which would mix concurrent requests), one blob per dimension set.
-- **Traces**: Powertools Tracer, only inside Lambda (elsewhere no X-Ray daemon listens, and
-  the X-Ray SDK is not even imported: it costs ~120 ms outside Lambda). Only botocore is
-  patched: AWS calls become subsegments; webhook POSTs are not traced, so their URLs (which
-  may carry tokens) never reach X-Ray and no trace header goes to third parties.
-
-Secrets never reach the logs: requests are logged by method, route path, status and time
-(no headers, no query, no body), and Lambda events are never logged. Powertools'
-`inject_lambda_context` is not used: it keeps its keys process-wide (see above); the same
-keys (function name, ARN, memory, request id, cold start) are scope keys here.
+- Logs: Powertools JSON lines. Per-request keys live in a scope held by a context variable,
+  never in the Logger's process-wide keys (one process serves concurrent requests).
+- Metrics: CloudWatch EMF blobs on stdout, buffered per scope and printed when it ends.
+- Traces: Powertools Tracer inside Lambda only; only botocore is patched, so webhook URLs
+  never reach X-Ray. Requests are logged by method, route, status and time; events never.
 """
 
 from __future__ import annotations
@@ -273,10 +258,8 @@ def function_tracer() -> Tracer | None:
 
 
 def trace_aws_calls() -> None:
-    """AWS calls become subsegments (inside Lambda). Patching imports botocore (~100 ms): a
-    function that makes AWS calls imports it for its first request anyway, so this only
-    moves that cost into init; a function that never calls AWS (the card) does not call
-    this. Only botocore: see the module docstring."""
+    """Inside Lambda, make AWS calls (botocore only) subsegments. Imports botocore, so a
+    function that never calls AWS (the card) does not call this."""
     tracer = function_tracer()
     if tracer is not None:
         tracer.patch(["botocore"])  # idempotent
@@ -337,13 +320,9 @@ _propagate_trace_header = False
 
 
 def enable_web_adapter_tracing() -> None:
-    """Web Adapter functions: their server (uvicorn, started by run.sh) is a plain process,
-    not the Lambda runtime, so nothing sets `_X_AMZN_TRACE_ID`, which the X-Ray SDK reads to
-    attach subsegments to Lambda's segment. The adapter passes the invocation's trace header on
-    each request instead; RequestScope copies it into the environment. Lambda runs one
-    invocation at a time per environment, so the process-wide variable always belongs to the
-    current request. A segment per request is not possible: only the Lambda service emits the
-    function segment."""
+    """Web Adapter functions: copy each request's trace header into `_X_AMZN_TRACE_ID`
+    (RequestScope), as Lambda's runtime would, so AWS calls attach to the invocation's segment.
+    Safe process-wide: Lambda runs one invocation at a time per environment."""
     global _propagate_trace_header
     _propagate_trace_header = function_tracer() is not None
     trace_aws_calls()

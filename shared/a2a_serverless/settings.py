@@ -204,11 +204,8 @@ class Settings(BaseSettings):
     push_dead_letter_queue_url: str = Field("", description="Where undeliverable events go.")
     push_connect_timeout: float = Field(3.0, gt=0)
     push_read_timeout: float = Field(10.0, gt=0)
-    # 0.5 s: slow webhooks, however many owners have them, hold the shard (everyone's next
-    # delivery) for about this long per batch (twice if slow to connect too: push/sender.py), so
-    # the threshold must not exceed a quiet first delivery on AWS (Lambda polls a stream shard 4
-    # times a second: ~0.3-0.7 s with the POST) for the hostile-owner figure (at most 2x the
-    # quiet case) to hold; a webhook that answers within it is never parked.
+    # Slow webhooks hold the shard (everyone's next delivery) about this long per batch, so it stays
+    # below a quiet first delivery on AWS; a webhook answering within it is never parked.
     push_slow_seconds: float = Field(
         0.5,
         gt=0,

@@ -7,10 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from a2a_serverless.settings import Settings, get_settings
 
-# The concrete parts are imported by the getter that builds them: a function imports only
-# what it uses (cold start: the flow worker never loads the card, the push service or the
-# HTTP service; the card function never loads the store; the authorizer never loads the
-# flow API, the executor or the egress policy).
+# Each concrete part is imported by the getter that builds it, so a function imports only what
+# it uses (docs/deploy.md, "Cold starts and SnapStart").
 if TYPE_CHECKING:
     from a2a_serverless.auth import Authenticator
     from a2a_serverless.aws.step_functions import StepFunctionsExecutor
@@ -119,10 +117,8 @@ def get_service() -> A2AService:
 
 @lru_cache(maxsize=1)
 def get_read_service() -> A2AService:
-    """The operations as the functions that only read tasks serve them (GetTask with its
-    subscriptions, ListTasks): they never send, so they never load the flow, and their init
-    does not import the user's agent (an a2a-sdk executor's imports alone can double a cold
-    start)."""
+    """The operations for the functions that only read tasks (GetTask with its subscriptions,
+    ListTasks): they never send, so their init never imports the flow or the user's agent."""
     return _service(None)
 
 
@@ -183,7 +179,7 @@ def connection_limiter(settings: Settings) -> ConnectionLimiter:
 
 @lru_cache(maxsize=1)
 def get_webhook_sender() -> WebhookSender:
-    # Imported here: only WebhookSenderFunction needs the HTTP client (~25 ms of cold start).
+    # Imported here: only WebhookSenderFunction needs the HTTP client (cold start).
     from a2a_serverless.push.sender import SenderConfig, WebhookSender
 
     settings = get_settings()

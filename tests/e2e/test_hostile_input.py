@@ -1,4 +1,4 @@
-"""Hostile input against the local stack, raw HTTP (issue 11, items 1 and 2): bodies nested
+"""Hostile input against the local stack, raw HTTP: bodies nested
 thousands deep, lone surrogates, `NaN`/`Infinity`, out-of-range timestamps, 0.3 shapes of the
 wrong type and over-deep `metadata` are each a precise 4xx / JSON-RPC error naming the field,
 over HTTP+JSON, JSON-RPC 1.0 and JSON-RPC 0.3 — never a 500, and nothing is stored that would

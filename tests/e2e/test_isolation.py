@@ -1,4 +1,4 @@
-"""Two principals on every operation of every binding the card declares (issue 10): the other
+"""Two principals on every operation of every binding the card declares: the other
 principal's tasks, contexts, history, artifacts, push configs and page tokens are never
 revealed, and nothing one principal does changes anything of the other's.
 

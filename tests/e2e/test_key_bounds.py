@@ -1,7 +1,7 @@
 """Ids become parts of DynamoDB keys (at most 2048 bytes for a partition key, 1024 for a
 sort key): raw HTTP over REST and JSON-RPC, an over-long id is a 400 naming the field and
 stores nothing, an id at exactly the bound works, and ids with the key separator `#` or the
-escape `%` are ordinary ids (issues 10 and 11)."""
+escape `%` are ordinary ids."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.e2e.test_wire import error_of, message_body, reason_of, violations_of
 pytestmark = pytest.mark.e2e
 
 FOUR_BYTES = "😀"
-# Issue 11: 256 four-byte characters (1024 bytes: its `X#` counter sort key is 1026).
+# 256 four-byte characters (1024 bytes: its `X#` counter sort key is 1026).
 TOO_LONG = FOUR_BYTES * 256
 AT_BOUND = FOUR_BYTES * (MAX_ID_BYTES // 4)
 SEPARATORS_AT_BOUND = "#%" * (MAX_ID_BYTES // 2)  # escaped: three times as long

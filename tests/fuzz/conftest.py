@@ -1,4 +1,4 @@
-"""The fuzz suite's server, oracles, bystander tasks and tally (issue 11).
+"""The fuzz suite's server, oracles, bystander tasks and tally.
 
 Each fuzz module runs against its own `scripts/dev` (module scope, never the session's
 `dev_server`). Every request goes through `exchange`, which applies the oracles:

@@ -168,7 +168,7 @@ def test_page_tokens_cannot_be_forged_or_garbled(local_stack: LocalStack, alice:
         assert violations == ["pageToken"], response.body
 
 
-# -- a page's contents without a read per task (issue 11) ------------------------------------
+# -- a page's contents without a read per task ---------------------------------------------
 
 
 @pytest.fixture(params=["dynamodb", "fake"])
@@ -222,7 +222,7 @@ def test_read_listed_equals_the_per_task_reads(store: TaskStore) -> None:
     assert len(live_parts.artifacts[0].parts) == 40
 
 
-# -- a page within the function's response limit (issue 11) ----------------------------------
+# -- a page within the function's response limit -------------------------------------------
 
 BUDGET = 100_000  # LIST_MAX_RESPONSE_BYTES, scaled down from 5 MB
 
@@ -274,7 +274,7 @@ def test_pages_stay_within_the_response_budget() -> None:
         stack.stop()
 
 
-# -- GET /tasks/ (issue 11) -----------------------------------------------------------------
+# -- GET /tasks/ --------------------------------------------------------------------------
 
 
 def test_trailing_slash_lists_like_tasks(local_stack: LocalStack, alice: A2A) -> None:

@@ -100,7 +100,7 @@ def test_the_local_setting_scales_a_margin_beyond_retention(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The ListTasks counters expire 14 days after the tasks they count: with only the shift,
-    a soak's counters (one per context) stayed 14 days, a steady leak (issue 11). Locally the
+    a soak's counters (one per context) stayed 14 days, a steady leak. Locally the
     margin shrinks as RetentionDays did (60 s for 30 days: 14 days -> 28 s, at least 60 s);
     so does a span shorter than RetentionDays (an expiry marker's 3 days), not gone at once."""
     monkeypatch.setenv(ttl.LOCAL_TTL_ENV, "60")
@@ -191,7 +191,7 @@ def test_finished_interpreter_threads_are_forgotten(stack: LocalStack) -> None:
 def test_no_partition_outlives_its_items(stack: LocalStack) -> None:
     """moto keeps a partition emptied of its last item, and adds an empty one for every key
     read and not found (its items are a defaultdict): one per task ever written, a soak's
-    steady leak (issue 11). The local stack keeps only partitions that hold items."""
+    steady leak. The local stack keeps only partitions that hold items."""
     db = stack._client("dynamodb")
     name = stack.env["TABLE_NAME"]
     now = int(time.time())

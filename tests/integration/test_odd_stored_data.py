@@ -1,4 +1,4 @@
-"""Values stored before the input gate existed (issue 11): `NaN` and `Infinity`, which the
+"""Values stored before the input gate existed: `NaN` and `Infinity`, which the
 store's json.dumps wrote into items, written here straight into the table, still read over
 every binding — HTTP+JSON GetTask and ListTasks, JSON-RPC 1.0 GetTask, JSON-RPC 0.3
 tasks/get — as strict JSON with the odd numbers as null, never a 500. (Lone surrogates never

@@ -52,7 +52,7 @@ def test_another_owners_task_does_not_exist(local_stack: LocalStack, alice: A2A)
 def test_separators_in_principals_and_ids_never_cross_owners(
     local_stack: LocalStack, alice: A2A, dedupe_window: None
 ) -> None:
-    """Issue 10: `{owner}#{contextId}` unescaped gave principal `alice2#proj` listing context
+    """Once, `{owner}#{contextId}` unescaped gave principal `alice2#proj` listing context
     `1` the tasks of `alice2` in context `proj#1` (and shared their retry records)."""
     base = f"alice2-{uuid.uuid4().hex[:8]}"
     proj, plain = alice.as_(f"{base}#proj"), alice.as_(base)

@@ -1,4 +1,4 @@
-"""A flow step that runs twice (issue 11, item 5): a STANDARD `RunStep` retry or an EXPRESS
+"""A flow step that runs twice: a STANDARD `RunStep` retry or an EXPRESS
 redelivery calls FlowWorkerFunction again with the same input. The second run must rewrite
 nothing the first one wrote: the event log, the folded task (GetTask) and the event items the
 table's stream carries to webhooks are exactly those of one run.

@@ -1,4 +1,4 @@
-"""One execution per flow step (issue 14, item 2), on the local stack's real state machine.
+"""One execution per flow step, on the local stack's real state machine.
 
 moto runs the template's definition (execute_state_machine); its execution history lists each
 state entered, which is what AWS bills STANDARD for (state transitions, retries included).

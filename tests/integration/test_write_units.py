@@ -42,7 +42,7 @@ from a2a_serverless.local.stack import LocalStack
 from tests.integration.harness import A2A, ROOT, ddb, item_size, wait_idle, wait_state
 
 KB = 1024
-TARGET = 12  # issue 14 item 1: WRU per single-turn echo task, index writes included
+TARGET = 12  # the target: WRU per single-turn echo task, index writes included
 # What each write of that task costs now: (call, table units, index units), in call order.
 EXPECTED = [
     # header (which stands for the first event and holds the first message: both small), shard;
@@ -257,7 +257,7 @@ def test_single_turn_echo_task_write_units(local_stack: LocalStack, units: Write
     assert f"**{total}** |" in docs, "docs/budgets.md is out of date"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 item 1: 22 WRU now, see the module docstring")
+@pytest.mark.xfail(strict=True, reason="22 WRU now, see the module docstring")
 def test_single_turn_echo_task_meets_the_issue_target(
     local_stack: LocalStack, units: WriteUnits
 ) -> None:

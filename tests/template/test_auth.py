@@ -1,4 +1,4 @@
-"""Authentication (issue 10): the Auth parameter's four modes as the translated template deploys
+"""Authentication: the Auth parameter's four modes as the translated template deploys
 them. Every route but the public Agent Card is protected by the mode's scheme; the authorizer,
 its permission, the usage plan and the API key source follow the mode; the defaults (no
 parameter given) refuse anonymous callers. Gateway responses: test_gateway_responses.py."""

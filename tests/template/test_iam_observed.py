@@ -60,7 +60,7 @@ RESOURCES: dict[str, Any] = {
     },
 }
 
-# StreamFunction's policy before issue 8: JSON-RPC's ListTasks and
+# StreamFunction's policy once: JSON-RPC's ListTasks and
 # DeleteTaskPushNotificationConfig were served by a role that could do neither.
 STREAM_POLICY_BEFORE = [
     {

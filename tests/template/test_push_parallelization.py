@@ -1,6 +1,6 @@
 """The webhook sender's stream mapping runs one batch per shard at a time.
 
-Why not more (issue 11's noisy neighbours would like it): Lambda's `ParallelizationFactor`
+Why not more (noisy neighbours would like it): Lambda's `ParallelizationFactor`
 (1-10 concurrent batches per shard) keeps order, for DynamoDB streams, only "at the item
 (partition and sort key) level" (Lambda developer guide, "Using AWS Lambda with Amazon
 DynamoDB", concurrent batches per shard) — not per partition key as for Kinesis. Each task

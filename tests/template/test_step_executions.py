@@ -1,4 +1,4 @@
-"""One execution per flow step (issue 14, item 2), read from the translated template.
+"""One execution per flow step, read from the translated template.
 
 - The state machine has no loop: RunStep ends the execution (a step that asks for another
   starts that step's execution itself), and its Catch goes to MarkFailed, which ends it too.

@@ -1,4 +1,4 @@
-"""The input gate (bindings/http.py, issue 11): one parser for every binding that refuses what
+"""The input gate (bindings/http.py): one parser for every binding that refuses what
 is not JSON (NaN, Infinity, out-of-range numbers), documents nested past the limits, and text
 that is not valid Unicode; the safe renderer for values stored before the gate; and the model
 validators that used to raise TypeError/OverflowError on hostile values."""

@@ -1,23 +1,11 @@
 """Who is calling, from the credential a request carries: API keys and OIDC tokens (JWT).
 
-Used by the authorizer function (handlers/authorizer.py), which API Gateway runs before
-every protected route; its answer (the caller, and in ApiKey mode the usage plan key) is
-cached by API Gateway per credential. Nothing here knows HTTP beyond header names.
-
-- **API keys** look like `a2a_<keyId>_<secret>` (keyId: 12 of [a-z0-9]; secret: 32 random
-  bytes, URL-safe base64 without padding, 43 characters). The table keeps only the SHA-256 of
-  the whole key, compared with `hmac.compare_digest`; the key id finds the record in one read.
-  Each key names its owner principal and an API Gateway API key of the usage plan (a random
-  value of its own, never the client's secret) that throttles it.
-- **JWT** (any OIDC issuer): RS256/ES256 only, verified by joserfc with a key of the issuer's
-  JWKS chosen by `kid` (the token's own `jku`/`jwk`/`x5u` headers are never followed);
-  `iss`, `aud`, `exp`, `sub` required, `exp`/`nbf`/`iat` honoured with 60 s leeway. A token is
-  refused from `exp` + leeway on; `Authenticated.expires_at` is that second, which the
-  authorizer passes on so the functions refuse the token then even while API Gateway still
-  serves the cached answer.
-
-Failures raise `Unauthenticated` with a reason for the logs; a reason never holds the
-credential (fixed texts, error class names, HTTP statuses, key ids).
+Used by the authorizer function (handlers/authorizer.py); nothing here knows HTTP beyond
+header names.
+- API keys: `a2a_<keyId>_<secret>`; the table keeps only the key's SHA-256 (api_keys.py).
+- JWT: RS256/ES256, the issuer's JWKS key chosen by `kid`, `iss`/`aud`/`exp`/`sub` required,
+  60 s leeway; `Authenticated.expires_at` is when the token stops being accepted (jwt.py).
+Failures raise `Unauthenticated` with a reason for the logs that never holds the credential.
 """
 
 from __future__ import annotations

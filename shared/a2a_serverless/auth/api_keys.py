@@ -1,8 +1,7 @@
 """API keys: `a2a_<keyId>_<secret>` (keyId: 12 of [a-z0-9]; secret: 32 random bytes, URL-safe
-base64 without padding). The table keeps only the SHA-256 of the whole key, compared with
-`hmac.compare_digest`; the key id finds the record in one read. Each key names its owner
-principal and an API Gateway API key of the usage plan (a random value of its own, never the
-client's secret) that throttles it."""
+base64). The table keeps only the SHA-256 of the whole key, compared in constant time; each
+key names its owner and its own API Gateway API key in the usage plan.
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""JWT from any OIDC issuer: RS256/ES256 only, verified by joserfc with a key of the issuer's
-JWKS chosen by `kid` (the token's own `jku`/`jwk`/`x5u` headers are never followed); `iss`,
-`aud`, `exp`, `sub` required, `exp`/`nbf`/`iat` honoured with 60 s leeway. A token is refused
-from `exp` + leeway on; `Authenticated.expires_at` is that second, which the authorizer passes
-on so the functions refuse the token then even while API Gateway still serves the cached
-answer."""
+"""JWT from any OIDC issuer: RS256/ES256 only, key chosen by `kid` from the issuer's JWKS (the
+token's `jku`/`jwk`/`x5u` are never followed); `iss`, `aud`, `exp`, `sub` required, 60 s
+leeway. `Authenticated.expires_at` is the second from which the token is refused.
+"""
 
 from __future__ import annotations
 
@@ -67,14 +65,9 @@ def scopes_of(claims: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 class JwksCache:
-    """The issuer's signing keys by `kid`, fetched with httpx (3 s timeout) from the
-    configured JWKS URL or else the one the issuer's OIDC discovery document names.
-
-    A `kid` not in the cache causes one refetch (keys rotate), at most one per
-    JWKS_REFETCH_SECONDS whatever the outcome: tokens with made-up kids cannot make us
-    hammer the issuer. A failed fetch (unreachable, timeout, non-200, not JSON, no usable
-    key) is Unauthenticated and keeps the keys already known.
-    """
+    """The issuer's signing keys by `kid`, fetched with httpx (3 s timeout) from the configured JWKS
+    URL or the one the issuer's OIDC discovery names. An unknown `kid` refetches at most once per
+    JWKS_REFETCH_SECONDS; a failed fetch is Unauthenticated and keeps the keys already known."""
 
     def __init__(
         self,
@@ -168,7 +161,7 @@ class JwksCache:
         return self._discovered_url
 
     def _get_json(self, url: str, what: str) -> dict[str, Any]:
-        import httpx  # here: API-key authorizers never fetch (~45 ms of their cold start)
+        import httpx  # here: API-key authorizers never fetch (their cold start)
 
         if self._client is None:
             self._client = httpx.Client(timeout=self._timeout, follow_redirects=False)
@@ -225,9 +218,7 @@ class JwtAuthenticator:
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise Unauthenticated("not a Bearer token")
-        # Parsing and verifying caller-sent bytes: whatever joserfc or json raise on hostile
-        # input (its own errors, ValueError, RecursionError on deep nesting, ...) is a bad
-        # token, never a 500.
+        # Anything joserfc or json raise on hostile input is a bad token, never a 500.
         try:
             signed = jws.extract_compact(token.encode("ascii"))
             header = signed.headers()

@@ -10,13 +10,9 @@ from a2a_serverless.observability import annotate
 
 
 class StepFunctionsExecutor:
-    """Starts one execution per flow step: the state machine runs that step and ends, and the
-    worker whose step asks for another starts its execution (flows/runtime.py). No loop in
-    the state machine, so a single-step turn is one state transition (two when it fails).
-
-    Cancel never stops an execution: StopExecution does not exist for EXPRESS, and an
-    execution is one step, whose run sees the cancel on its next write (FlowCanceled) and
-    starts no next step."""
+    """Starts one execution per flow step; a step that asks for another starts the next one itself
+    (flows/runtime.py). Cancel never stops an execution (EXPRESS has no StopExecution): the step
+    sees it at its next write (FlowCanceled) and starts no next step."""
 
     def __init__(self, client: Any, state_machine_arn: str) -> None:
         self._sfn = client
@@ -40,8 +36,7 @@ class StepFunctionsExecutor:
                 input=json.dumps(payload),
             )
         except self._sfn.exceptions.ExecutionAlreadyExists:
-            # STANDARD: this step's execution was started before (a retried start, or a
-            # re-run of the step before it). EXPRESS does not refuse a name: a repeated
-            # start runs the step again, which steps tolerate (at-least-once, see runtime).
+            # STANDARD: started before (a retried start). EXPRESS does not refuse a name: the
+            # step runs again, which steps tolerate (at-least-once).
             pass
         return name

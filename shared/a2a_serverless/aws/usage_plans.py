@@ -1,8 +1,7 @@
-"""API keys' throttling and quotas: each key has an API Gateway API key in the stack's usage
-plan (`ApiKeySourceType: AUTHORIZER`: the authorizer returns its value as
-`usageIdentifierKey`, API Gateway meters the request against it). Its value is random and
-unrelated to the client's secret: API Gateway stores and shows it in clear, so it must not
-open anything by itself (the authorizer is what checks the client's key)."""
+"""API keys' throttling and quotas: each key has an API Gateway API key in the stack's usage plan,
+whose value the authorizer returns as `usageIdentifierKey`. That value is random and unrelated
+to the client's secret: API Gateway shows it in clear.
+"""
 
 from __future__ import annotations
 

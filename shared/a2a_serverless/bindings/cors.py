@@ -1,14 +1,9 @@
 """CORS headers on the functions' actual responses, for browser-based A2A clients.
 
-API Gateway answers the preflight (`OPTIONS`) itself, but a proxy integration's response is
-the function's own: the gateway adds nothing to it, so the function must name the origin.
-A request whose `Origin` is one of `CORS_ALLOW_ORIGINS` gets it back in
-`Access-Control-Allow-Origin`, with the A2A response headers exposed; any other origin gets
-no CORS header (the browser then withholds the response). `Vary: Origin` is on every response
-while CORS is on, so a cache never hands one origin's answer to another.
-
-Pure ASGI and only the `http.response.start` message is touched: SSE streams and keep-alive
-responses pass through byte for byte.
+API Gateway answers preflights but adds nothing to a proxy integration's response. An
+`Origin` in `CORS_ALLOW_ORIGINS` is echoed in `Access-Control-Allow-Origin`, with the A2A
+response headers exposed; any other origin gets no CORS header; `Vary: Origin` is always set
+while CORS is on. Pure ASGI, touching only `http.response.start` (streams pass unchanged).
 """
 
 from __future__ import annotations

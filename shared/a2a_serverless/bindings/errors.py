@@ -81,9 +81,8 @@ def _send_request_violations(payload: Any) -> list[tuple[str, str]]:
     return request_violations(payload)
 
 
-# The field checks core makes once a request parses, by request model: run on the raw payload
-# when the schema refuses it, so one refusal names every violated field (the spec's example
-# lists several), not only the schema's until those are fixed.
+# Core's field checks by request model, run on the raw payload when the schema refuses it,
+# so that one refusal names every violated field.
 SEMANTIC_CHECKS: dict[type[BaseModel], Callable[[Any], list[tuple[str, str]]]] = {
     SendMessageRequest: _send_request_violations,
 }

@@ -78,13 +78,8 @@ CLAIMS_MAX_CHARS = 8192  # authorizer context values are strings; a bigger one i
 
 def caller(request: Request, *, now: float | None = None) -> Caller:
     """Who calls: the authorizer's principal (ApiKey, Jwt), the SigV4 caller (Iam), the local
-    stack's named principal, or the anonymous one of an open stack.
-
-    Only API Gateway writes the request context. With Auth on, a request that reaches a
-    function without an identity (a route left unprotected by mistake) is refused here too,
-    and so is one whose authorizer context says its credential expired (`expiresAt`, epoch
-    seconds, at or before `now`): API Gateway may serve a cached answer past that second.
-    """
+    stack's named principal, or the anonymous one of an open stack. With Auth on, a request
+    without an identity, or whose `expiresAt` (epoch seconds) is at or before `now`, is refused."""
     settings = get_settings()
     _refuse_ambiguous(request, settings.auth_mode)
     context = request_context(request)
@@ -412,8 +407,8 @@ def _safe_text(value: str) -> str:
 
 def json_safe(value: Any, depth: int = 0) -> Any:
     """`value` with what strict JSON cannot carry replaced: non-finite numbers by null, lone
-    surrogates by U+FFFD, nesting past SANITIZED_DEPTH by null. Only values stored before
-    the input gate existed need it; new input never contains any of these."""
+    surrogates by U+FFFD, nesting past SANITIZED_DEPTH by null. For stored values only: input
+    that passed the gate never contains these."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, str):

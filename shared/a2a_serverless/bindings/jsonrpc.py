@@ -310,8 +310,7 @@ def _delete_config(s: Services, call: Call) -> Any:
 
 
 # 0.3 push configs differ in more than spelling (one config per task, a bare list, no result
-# on delete): their own handlers. Params: {taskId, pushNotificationConfig: {id, url, token,
-# authentication: {schemes, credentials}}}; get/list/delete: {id, pushNotificationConfigId}.
+# on delete): their own handlers.
 
 
 def _v03_set_config(s: Services, call: Call) -> Any:

@@ -1,14 +1,9 @@
 """Blocking sends under API Gateway's idle limit: whitespace before the JSON while waiting.
 
-A blocking SendMessage has nothing to write until its task settles, and API Gateway drops a
-streamed response after 5 minutes without a byte. JSON allows whitespace before a value, so
-once a wait has lasted `BLOCKING_KEEPALIVE_SECONDS` the response starts (HTTP 200, the
+Once a blocking send has waited `BLOCKING_KEEPALIVE_SECONDS`, the response starts (200, the
 binding's media type, no Content-Length) and a newline is written every interval until the
-JSON body follows. An answer ready before the first keep-alive is the plain response: same
-status, headers and bytes as without this module, errors included.
-
-Both bindings (HTTP+JSON `POST /message:send`, JSON-RPC `SendMessage` / 0.3 `message/send`)
-use `send_response`; core decides what the wait is, this module how it is put on the wire.
+JSON body follows (JSON allows leading whitespace). An answer ready sooner is the plain
+response. Both bindings' sends use `send_response`.
 """
 
 from __future__ import annotations
@@ -35,14 +30,10 @@ OnError = Callable[[Exception], Response]
 
 
 class KeepAliveResponse(Response):
-    """The response `answer()` produces, with keep-alive whitespace while it is awaited.
-
-    `answer` must return a response with its whole body in `.body` (a JSONResponse). A failure
-    of `answer` becomes `on_error(exc)`: before the first keep-alive with that response's
-    status; after it, only its body can still be sent, so the status stays 200 and the body
-    is the binding's error shape (never a truncated body). A client that hangs up cancels
-    `answer`, which ends the polling at its next await.
-    """
+    """The response `answer()` produces (its whole body in `.body`), with keep-alive whitespace
+    while it is awaited. A failure becomes `on_error(exc)`: its status before the first
+    keep-alive; after it the status stays 200 and the body is the binding's error shape.
+    A client that hangs up cancels `answer`."""
 
     def __init__(
         self,

@@ -116,11 +116,9 @@ def render(request: Request, payload: A2AModel, status_code: int = 200) -> JSONR
 
 
 def create_app(*routers: APIRouter) -> FastAPI:
-    """A function's app: its routers in order plus the binding's error mapping, each request
-    in its own observability scope (correlation ids, metrics, one log line). No slash
-    redirects (behind API Gateway a redirect's Location drops the stage; routes a trailing
-    slash reaches declare both spellings) and no served docs: /docs, /redoc and
-    /openapi.json answer 404 as any unknown path does."""
+    """A function's app: its routers in order plus the binding's error mapping, each request in its
+    own observability scope. No slash redirects (behind API Gateway the Location drops the stage)
+    and no served docs (/docs, /redoc, /openapi.json answer 404)."""
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
     for router in routers:
         app.include_router(router)
@@ -158,10 +156,9 @@ TENANT_PREFIX = "/{tenant}"
 
 
 def _route(router: APIRouter, method: str, path: str) -> Callable[[Any], Any]:
-    """Register the handler at `path` and at `/{tenant}` + `path` (the proto's
-    additional_bindings). Handlers take only the request and read path parameters from
-    `request.path_params`: the route without a tenant has no such parameter, and a declared
-    one has FastAPI import pydantic.v1 (its model check) into every cold start."""
+    """Register the handler at `path` and at `/{tenant}` + `path` (the proto's additional_bindings).
+    Handlers read path parameters from `request.path_params`: a declared parameter would make
+    FastAPI import pydantic.v1 at every cold start."""
 
     def register(handler: Any) -> Any:
         for each in (path, TENANT_PREFIX + path):  # without the tenant first: it wins ties
@@ -272,9 +269,8 @@ def send_router(service: A2AService) -> APIRouter:
 
         async def respond() -> Response:
             accepted = await run_in_threadpool(service.sender.accept, context, send_request)
-            # A failure during a wait that already sent keep-alive bytes can no longer change
-            # the status: the google.rpc.Status body then comes with HTTP 200
-            # (bindings/keepalive.py).
+            # After keep-alive bytes the status is sent: a failure's google.rpc.Status comes
+            # with HTTP 200.
             response = await send_response(
                 service,
                 accepted,

@@ -28,14 +28,9 @@ async def event_frames(
     start: StreamStart,
     render: Callable[[StreamResponse], dict[str, Any]],
 ) -> AsyncIterator[bytes]:
-    """The first event, then the log after it, until a terminal or interrupted status
-    (`StreamEnd`: a subscription opened at an interruption watches the next turn too).
-
-    Quiet periods get heartbeat comments (API Gateway drops idle streams after 5 minutes);
-    the stream ends cleanly after `stream_max_seconds`, before the function's timeout, so
-    the client resubscribes. A client that goes away cancels this generator at its next
-    await, which ends the polling.
-    """
+    """The first event, then the log after it, until a terminal or interrupted status (`StreamEnd`).
+    Quiet periods get heartbeat comments; the stream ends cleanly after `stream_max_seconds`,
+    before the function's timeout, so the client resubscribes. A client that leaves cancels it."""
     task = start.first.task
     annotate(task_id=start.task_id, context_id=task.context_id if task else None)
     # Opened is printed at once (not with the request's metrics when the stream ends) so

@@ -218,10 +218,8 @@ class CardFactory:
         return AgentCard(
             name=settings.agent_name or _title_of(self.agent),
             description=settings.agent_description or self.agent.description or self.agent.name,
-            # Preference order: JSON-RPC 1.0, HTTP+JSON 1.0, then 0.3 compatibility. All on
-            # one URL: the version a client sends in A2A-Version picks the semantics.
-            # TENANT: the 1.0 interfaces declare it, so clients send it in every request
-            # (spec §8.3.2: `/{tenant}/...` paths, the `tenant` field); 0.3 has no tenant.
+            # Preference order: JSON-RPC 1.0, HTTP+JSON 1.0, then 0.3, all on one URL (the
+            # A2A-Version header picks). TENANT: the 1.0 interfaces declare it (spec §8.3.2).
             supported_interfaces=[
                 AgentInterface(
                     url=base, protocol_binding="JSONRPC", tenant=tenant, protocol_version="1.0"

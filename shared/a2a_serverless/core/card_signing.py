@@ -1,12 +1,8 @@
 """Agent Card signatures (spec §8.4): a detached JWS over the card's canonical JSON.
 
-What a verifier does (the a2a-sdk's `a2a.utils.signing`): parse the served card, drop
-`signatures`, drop empty strings, lists and objects recursively, serialise with the JSON
-Canonicalization Scheme (RFC 8785), and check `<protected>.<base64url(canonical)>.<signature>`
-as a compact JWS. So the signer here builds exactly those bytes from the card as served.
-
-Only the standard library is imported at module level: the card function's cold start pays
-for `cryptography` only when a key is configured (`LocalCardSigner`, aws/kms.py).
+The signed bytes are what a verifier (the a2a-sdk's `a2a.utils.signing`) rebuilds: the served
+card without `signatures` and empty values, in RFC 8785 canonical JSON. `cryptography` is
+imported only when a key is configured (`LocalCardSigner`, aws/kms.py).
 """
 
 from __future__ import annotations
@@ -156,9 +152,8 @@ def _without_empty(value: Any) -> Any:
     return value
 
 
-# Top-level 0.3 fields a card may carry for 0.3-only clients (AGENT_CARD_V03_FIELDS): a 1.0
-# verifier takes them out while it reads the card (the a2a-sdk maps them to
-# supportedInterfaces only when that is missing), so the signature never covers them.
+# Top-level 0.3 fields (AGENT_CARD_V03_FIELDS): a 1.0 verifier drops them while it reads the
+# card, so the signature never covers them.
 V03_FIELDS = frozenset({"url", "preferredTransport", "protocolVersion"})
 
 

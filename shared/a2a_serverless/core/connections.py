@@ -1,11 +1,9 @@
 """Bounds on long-lived connections (SSE streams, subscriptions, blocking sends), enforced
 across function instances with leases in the store (store/base.py LeaseStore).
 
-Each principal — not each owner: tenants share their principal's bound — holds at most
-`per_principal` such connections at once; GET subscriptions, which share GetTaskFunction's
-executions with GetTask reads, are also bounded all together (`get_subscriptions`). A lease
-lasts as long as its connection may (its longest duration plus a margin), so a crashed
-instance's lease frees itself then; a connection that ends releases its lease at once.
+Each principal (tenants share their principal's bound) holds at most `per_principal` at once;
+GET subscriptions are also bounded all together (`get_subscriptions`). A lease lasts as long
+as its connection may, so a crashed instance's lease frees itself; an ended one is released.
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ GET_SUBSCRIPTION_POOL = "G#get"  # every principal's GET subscriptions
 # A lease outlives its connection's longest life by this much: the function's timeout is
 # 900 s, streams and waits end by 840 s.
 LEASE_MARGIN_SECONDS = 60.0
-# Retry-After: when the earliest held slot expires, at most this. Connections usually end
-# long before their lease does (a task settles, a client leaves), which the server cannot
-# foresee: a client told to wait out a whole lease would wait minutes for nothing.
+# Retry-After: when the earliest held slot expires, at most this: connections usually end long
+# before their lease does.
 RETRY_AFTER_CAP_SECONDS = 30
 
 

@@ -1,11 +1,8 @@
 """Egress policy for webhook URLs (spec §13.2 SSRF guard): vet a URL, pin the address to call.
 
-Pure validation (plus a DNS lookup through an injectable resolver), so the core can vet a
-push config when it is created and the push sender again before every delivery.
-
-Used when a push config is created and again before every delivery, because DNS answers
-change. The caller connects to ``VettedTarget.address`` (never re-resolving), which closes
-the DNS-rebinding window between the check and the connection.
+Pure validation plus a DNS lookup through an injectable resolver; used when a push config is
+created and again before every delivery. The caller connects to ``VettedTarget.address``
+(never re-resolving), which closes the DNS-rebinding window.
 """
 
 from __future__ import annotations

@@ -74,13 +74,8 @@ class PushService:
         return config.model_copy(update={"id": config.id or str(uuid.uuid4()), "task_id": task_id})
 
     def _check_room(self, task_id: str, config_id: str | None, field: str) -> None:
-        """Refuse a config that would take the task past its cap (every config is POSTed
-        every event: the cap bounds one task's share of a stream batch). Replacing a config
-        of the same id adds none. InvalidParams naming the field rather than
-        UnsupportedOperation: push notifications are supported, and the client can fix this
-        request (reuse or delete a config). The field named: the inline config of a send,
-        else `taskId` (the task that is full). A check, then a write: concurrent creates may
-        pass it together, so the cap is soft by a few."""
+        """Refuse (InvalidParams naming `field`) a config that would take the task past its cap;
+        replacing a config of the same id adds none. Check then write: the cap is soft by a few."""
         existing = [c.id for c, _ in self.store.list_push_configs(task_id)]
         if config_id is not None and config_id in existing:
             return

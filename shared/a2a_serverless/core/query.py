@@ -42,9 +42,8 @@ from a2a_serverless.store import (
     utf8_size,
 )
 
-# Ids become parts of storage keys, which DynamoDB bounds in bytes: so are the ids (the
-# store's key layout, store/dynamodb/keys.py, says how much room each key has). The old name stays
-# for the tests that import it.
+# Ids become parts of storage keys, which DynamoDB bounds in bytes (store/dynamodb/keys.py).
+# MAX_ID_LENGTH: an alias that tests import.
 MAX_ID_LENGTH = MAX_ID_BYTES
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
@@ -66,13 +65,8 @@ def check_id_size(field: str, value: str | None) -> None:
 
 
 def check_owner_size(owner: str) -> None:
-    """The principal is part of the keys of every task, counter and retry record it owns.
-
-    The authorizer (or the local principal header) chose it, not the request's params, and
-    it did authenticate: so not 401 and not InvalidParams, but InvalidRequest (400, -32600).
-    Only the operations that build keys from it (send, list) check it; the others compare it
-    with a task's owner and answer TaskNotFound as for any other principal.
-    """
+    """Raise InvalidRequest (400, -32600) when the principal is past the key bound. Only operations
+    that build keys from it (send, list) call this."""
     if utf8_size(owner) > MAX_OWNER_BYTES:
         raise InvalidRequestError(
             f"The authenticated principal is longer than {MAX_OWNER_BYTES} bytes in UTF-8: "
@@ -256,13 +250,9 @@ def payload_size(task: Task) -> int:
 
 
 def fit_page(tasks: list[Task], budget: int) -> list[Task]:
-    """The longest head of the page whose payload stays within `budget` bytes, never empty.
-
-    A buffered Lambda response over 6 MB fails the invocation (a 502 to the caller), so a page
-    of large tasks ends early and the next page token resumes after the last task kept. A
-    first task too large on its own is listed without its artifacts (and, if still too large,
-    without its history): the listing must go on, and GetTask reads the task whole.
-    """
+    """The longest head of the page whose payload stays within `budget` bytes, never empty (a
+    buffered Lambda response over 6 MB fails). A first task too large alone is listed without
+    its artifacts, then without its history."""
     kept: list[Task] = []
     used = PAGE_ENVELOPE_BYTES
     for task in tasks:

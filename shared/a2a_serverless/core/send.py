@@ -130,13 +130,9 @@ class Accepted:
 
 @dataclass(frozen=True)
 class Entry:
-    """A message entered into a task.
-
-    `seq` is the turn's first status event. When `retried`, this send repeats an earlier
-    identical one: nothing was written and `seq` is unknown (0). `created` is the new task
-    as just written (None when a task was continued, or on a retry). `opened`: a continued
-    task as read before its turn started, when a stream asked for it.
-    """
+    """A message entered into a task. `seq`: the turn's first status event (0 when `retried`: this
+    send repeats an identical earlier one and wrote nothing). `created`: the new task as written
+    (None when continued or retried). `opened`: a continued task as read before its turn."""
 
     task_id: str
     seq: int
@@ -168,9 +164,8 @@ class MessageSender:
     modes: ModePolicy
     wait: WaitPolicy
     push: PushService | None
-    # A repeated send (same messageId, identical request) within this many seconds is a
-    # retry answered with the original task; 0 (the default): every send is new (the spec
-    # makes deduplication a MAY, and clients reuse messageIds across separate sends).
+    # A repeated send (same messageId, identical request) within this many seconds is answered with
+    # the original task; 0 (the default): every send is new (deduplication is a MAY in the spec).
     dedupe_window_seconds: float = 0.0
     # Asked first about every new message (no taskId): a Message it returns is the answer,
     # and no task is created.

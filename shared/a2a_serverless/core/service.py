@@ -1,9 +1,7 @@
-"""The A2A operations as one object for the bindings: the SEND path (`sender`, core/send.py)
-and the QUERY path (core/query.py), and the bounds on long-lived connections. Bindings
-translate requests into these calls and errors back out.
-
-The SEND path is imported and built at the first send: a function that only reads tasks
-(GetTask, ListTasks) never loads it, nor the push service it uses (cold start)."""
+"""The A2A operations as one object for the bindings: the SEND path (`sender`, core/send.py),
+the QUERY path (core/query.py) and the bounds on long-lived connections. The SEND path is
+imported at the first send, so read-only functions never load it.
+"""
 
 from __future__ import annotations
 
@@ -65,11 +63,9 @@ RESERVED_TENANTS = frozenset({"tasks", "extendedAgentCard", ".well-known", ".", 
 
 
 def scoped(caller: Caller, tenant: str | None) -> Caller:
-    """`caller` under `tenant` (None or "" = no tenant), checked: its `owner` is what the
-    operations scope tasks by. A tenant that cannot be a path segment, or that makes the
-    owner string too long for the storage keys, is InvalidParams naming `tenant`; a principal
-    holding TENANT_MARK (which would make owner strings ambiguous) is InvalidRequest, as an
-    over-long principal is (core/query.py's check_owner_size)."""
+    """`caller` under `tenant` (None or "" = no tenant), checked. A tenant that cannot be a path
+    segment or makes the owner too long is InvalidParams naming `tenant`; a principal holding
+    TENANT_MARK, or too long, is InvalidRequest."""
     if TENANT_MARK in caller.principal:
         raise InvalidRequestError(
             "The authenticated principal contains a control character (U+001F): tasks "

@@ -1,33 +1,12 @@
 """Run an existing `a2a-sdk` `AgentExecutor` as a flow, unmodified.
 
-    from a2a_serverless.flows.a2a_sdk import ExecutorFlow
-
     flow = ExecutorFlow(MyExecutor(), name="my-agent", skills=[...])   # FLOW=my_agent:flow
 
-Each turn is one step: the step builds the SDK's `RequestContext` from the step (this turn's
-message, the task and context ids, the task as it stood before this message on follow-ups,
-the caller as the call context's user, the activated extensions, the request metadata), runs
-`executor.execute(context, queue)` and writes every event the executor enqueues to the task's
-event log as it comes (nothing is buffered to the end):
-
-- `TaskStatusUpdateEvent` / `Task`: submitted or working with a message: a progress status;
-  input-required / auth-required: the turn ends interrupted; completed / failed / rejected:
-  the task ends so; canceled (the agent's own decision): the task ends failed, saying so.
-- `TaskArtifactUpdateEvent`: an artifact chunk (`append`, `last_chunk` kept).
-- `Message`: the answer: the turn ends completed with it as the status message (with
-  `direct_replies=True`, a new message's answer comes as a direct Message, no task; see there).
-
-The first terminal or interrupted event decides the turn; later events are dropped. `execute`
-returning without one completes the task; raising fails it (the state machine's Catch).
-
-Cancel: when a cancel (CancelTask) ends the task, the step finds out at its next write (or
-sooner, when the emitter can be asked: `cancel_poll_seconds`); then, as the SDK's own server
-does, `executor.cancel(context, queue)` is awaited and the `execute` coroutine is cancelled
-(`asyncio.CancelledError` at its current await). What `cancel()` enqueues is dropped: the task
-is already canceled.
-
-A turn runs in one Lambda invocation, so `execute` must return within the function's timeout
-(15 minutes at most). Needs the `a2a-sdk` extra: `pip install 'a2a-serverless[a2a-sdk]'`.
+Each turn is one step: it builds the SDK's `RequestContext`, runs `executor.execute` and writes
+every event the executor enqueues to the task's event log as it comes. The first terminal or
+interrupted event decides the turn; returning without one completes the task, raising fails
+it. A cancel awaits `executor.cancel` and cancels `execute`, as the SDK's server does. A turn
+must end within the function's timeout. Needs the `a2a-sdk` extra.
 """
 
 from __future__ import annotations
@@ -281,19 +260,11 @@ async def _parked() -> None:
 
 
 class ExecutorFlow(Flow):
-    """An a2a-sdk `AgentExecutor` as a flow. `name`, `title`, `description`, `version`,
-    `skills`, ... are what the Agent Card says (skills: ours, or the SDK's `AgentSkill`s of
-    the executor's existing card).
-
-    `cancel_poll_seconds`: while `execute` runs, how often to ask whether the task was
-    canceled, when the emitter can tell (otherwise the next write finds out). 0: never ask.
-    `direct_replies`: run `execute` for each new message in the function that received it
-    first; when its first event is a `Message`, that is the answer (no task is created). Any
-    other first event cancels that run and the message becomes a task, whose step runs
-    `execute` again: only for executors whose `execute` does nothing before its first event.
-    `max_step_seconds`: the longest one `execute` may run, if you know it (Flow's, checked
-    against the workflow at init: over 150 s needs WorkflowType=STANDARD).
-    """
+    """An a2a-sdk `AgentExecutor` as a flow; `name`, `title`, `skills`, ... are what the Agent Card
+    says. `cancel_poll_seconds`: how often to ask whether the task was canceled (0: never).
+    `direct_replies`: run `execute` where a new message arrives; a first `Message` event is the
+    answer (no task); needs an `execute` that does nothing before its first event.
+    `max_step_seconds`: the longest one `execute` may run (over 150 s needs STANDARD workflows)."""
 
     def __init__(
         self,

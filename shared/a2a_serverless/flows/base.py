@@ -1,20 +1,10 @@
 """The flow API.
 
-A flow is the agent's logic. Each Step Functions step calls `Flow.step(ctx)` once; the
-step streams progress through `ctx` (status messages, artifact chunks) and returns one
-`Outcome`: `next_step()` to run another step in the same turn (each step is its own
-Lambda invocation, bounded by Lambda's 15 minutes), or an interrupted state
-(`input_required`, `auth_required`) that ends the turn until the client answers, or a
-terminal state (`completed`, `failed`, `rejected`). `ctx.state` is the flow's own JSON
-state, kept across steps and turns.
-
-Storage bounds (models/limits.py): `ctx.state` at most MAX_FLOW_STATE_BYTES (64 KiB) as JSON
-(keep a bounded tail, not the whole conversation: `ctx.history` has every message), a step's
-final message at most MAX_STATUS_MESSAGE_BYTES, one artifact event at most MAX_EVENT_BYTES
-(long text is split for you). A step past one ends its turn FAILED, the status message naming
-the bound (store.TooLarge); nothing past the bound is written.
-
-    from a2a_serverless.flows import Flow, Outcome, StepContext
+A flow is the agent's logic. Each Step Functions step calls `Flow.step(ctx)` once (one Lambda
+invocation); the step streams progress through `ctx` and returns one `Outcome`: `next_step()`,
+an interrupted state (`input_required`, `auth_required`) or a terminal one. `ctx.state` is the
+flow's JSON state across steps and turns. A write past a bound of models/limits.py ends the
+turn FAILED, naming the bound (store.TooLarge), and nothing past it is written.
 
     class Shout(Flow):
         def step(self, ctx: StepContext) -> Outcome:
@@ -145,9 +135,8 @@ class StepContext:
     state: dict[str, Any]
     emitter: Emitter
     metadata: dict[str, Any] = field(default_factory=dict)
-    # Who sent this turn's message: the principal that owns the task, and the claims and
-    # scopes its credential carried (a JWT's, an IAM caller's account) — authorize per skill
-    # with them, or answer `auth_required`.
+    # Who sent this turn's message: the owning principal and its credential's claims and scopes
+    # (authorize per skill with them, or answer `auth_required`).
     caller: Caller = field(default_factory=lambda: Caller("anonymous"))
     # The extensions this turn's send activated: ones the client asked for in A2A-Extensions
     # that the flow declares in `extensions` (spec §4.6).
@@ -226,9 +215,8 @@ class Flow:
     extensions: list[AgentExtension] = []
     input_modes: list[str] = ["text/plain"]
     output_modes: list[str] = ["text/plain"]
-    # The longest one step of this flow may run, in seconds, if you know it (None: not
-    # said). A stack whose workflow runs steps for less (WorkflowType=EXPRESS: 150 s) refuses
-    # to start, naming the workflow that fits, instead of failing the long steps as timed out.
+    # The longest one step may run, in seconds (None: not said); a workflow that runs steps for
+    # less (EXPRESS: 150 s) refuses to start rather than time out long steps.
     max_step_seconds: float | None = None
 
     def step(self, ctx: StepContext) -> Outcome:  # pragma: no cover - interface

@@ -1,33 +1,12 @@
-"""An LLM agent on Amazon Bedrock: the task's conversation goes to a model through the
-ConverseStream API, and the answer streams back as chunks of one artifact.
+"""An LLM agent on Amazon Bedrock: the task's conversation goes to a model through ConverseStream,
+and the answer streams back as chunks of one artifact.
 
-Select it with `FLOW=a2a_serverless.flows.bedrock:flow` (the template's `Flow` parameter; the
-template then grants `bedrock:InvokeModel*` on the configured model; a flow of your own built on
-BedrockFlow gets it with the template's `FlowUsesBedrock=true`). The
-model, system prompt and inference settings come from settings (BEDROCK_MODEL_ID,
-BEDROCK_SYSTEM_PROMPT, BEDROCK_MAX_TOKENS, BEDROCK_TEMPERATURE, BEDROCK_TOP_P, BEDROCK_REGION)
-or from the constructor, which also takes a ready `bedrock-runtime` client (tests, custom
-configuration):
-
-    from a2a_serverless.flows.bedrock import BedrockFlow
-
-    flow = BedrockFlow(system_prompt="You answer in haiku.", temperature=0.9)
-
-- The conversation is the task's history: user messages as `user`, agent messages as
-  `assistant`, consecutive messages of one role merged (Converse wants alternating roles that
-  start and end with the user). Text parts go as they are; `data` parts as JSON; files are
-  named, not sent.
-- Tokens are buffered and written as one append chunk every FLUSH_SECONDS (or FLUSH_CHARS):
-  each chunk is a DynamoDB write, one per token would cost tens of writes per second.
-- Throttling, model and service errors, denied access and timeouts end the task failed with
-  a message saying which, never the exception text (it is logged). Throttling and
-  unavailability before any chunk was written are retried a few times first.
-- A cancel is seen at the next chunk written (the emitter raises FlowCanceled); the model's
-  stream is closed then, so no more tokens are paid for.
-- The client comes from `new_client`, which the local stack replaces (moto has no Bedrock):
-  its turns fail saying so, or reach the real Bedrock when the developer opts in
-  (A2A_LOCAL_REAL_BEDROCK=1, local/stack.py). A BedrockFailure raised while making the
-  client ends the turn with its message.
+Select it with `FLOW=a2a_serverless.flows.bedrock:flow`, or subclass / construct BedrockFlow
+(a flow of your own needs the template's `FlowUsesBedrock=true`). Model, prompt and inference
+settings come from the BEDROCK_* settings or the constructor, which also takes a ready
+`bedrock-runtime` client. Tokens are written as one chunk every FLUSH_SECONDS (or
+FLUSH_CHARS); model errors end the task failed with a message saying which; a cancel is seen
+at the next chunk written. The local stack replaces `new_client` (moto has no Bedrock).
 """
 
 from __future__ import annotations

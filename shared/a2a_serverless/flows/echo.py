@@ -1,23 +1,11 @@
 """The default flow: deterministic, streams its reply, and obeys directives in the text.
 
-Directives (anywhere in the message text):
-  [input]      ask for more input (TASK_STATE_INPUT_REQUIRED); the answer completes the task,
-               unless it says [input] again (another interruption of the same task)
-  [auth]       ask for authorization (TASK_STATE_AUTH_REQUIRED); any reply completes it
-  [fail]       end TASK_STATE_FAILED with an explanation
-  [reject]     end TASK_STATE_REJECTED
-  [crash]      raise inside the step (the state machine's Catch marks the task failed)
-  [slow=S]     spread the reply over S seconds (so it can be watched or canceled)
-  [steps=N]    produce the reply over N Step Functions steps, one chunk per step
-  [whoami]     reply with the caller's principal and how it signed in (an extended-card skill)
-  [reply]      answer with a Message directly (no task is created; Flow.reply)
-With the extension UPPERCASE_EXTENSION activated (the client sends it in A2A-Extensions), the
-reply is upper-cased and its artifact names the extension.
-Otherwise the reply is "Echo: <text>", streamed as several chunks of one artifact.
-
-Across [input] turns the flow keeps the conversation so far in its state, but only its last
-MAX_KEPT_CHARS characters (older text is dropped, marked "…"): its state stays far below
-MAX_FLOW_STATE_BYTES however long the conversation. [steps=N] keeps a count, not the reply.
+Directives: [input] and [auth] interrupt the task (the answer completes it, unless it says
+[input] again); [fail], [reject] end it so; [crash] raises in the step; [slow=S] spreads the
+reply over S seconds; [steps=N] uses N steps, one chunk each; [whoami] replies with the
+caller's principal; [reply] answers with a direct Message (no task). Otherwise the reply is
+"Echo: <text>" in chunks of one artifact, upper-cased under UPPERCASE_EXTENSION. Across
+[input] turns the state keeps only the last MAX_KEPT_CHARS characters of the conversation.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Where a flow step's updates go: appended to the task's event log, one seq each, split so
-no event approaches DynamoDB's item size limit; a write that loses to a cancel stops the step.
-An event that cannot be split small enough (one part, or a chunk's metadata, past
-`limits.MAX_EVENT_BYTES`) raises store.TooLarge, nothing written: the worker fails the turn.
+"""Where a flow step's updates go: appended to the task's event log, one seq each, split so no
+event approaches DynamoDB's item size limit; a write that loses to a cancel stops the step.
+An event that cannot be split small enough raises store.TooLarge, nothing written.
 
-Idempotent: each event carries the identity (turn, step, position in the step). A step may run
-more than once (a RunStep retry, an EXPRESS redelivery); a deterministic re-run reproduces the
-same identities, so what an earlier run already wrote is skipped, never appended twice.
+Idempotent: each event carries (turn, step, position in the step), so a re-run of a step
+(a retry, a redelivery) skips what an earlier run already wrote.
 """
 
 from __future__ import annotations
@@ -28,10 +26,8 @@ from a2a_serverless.models import (
 )
 from a2a_serverless.store import ConflictError, TaskRecord, TaskStore, TooLarge
 
-# Largest text carried by one artifact event (64 Ki characters are at most 256 KiB of
-# UTF-8); longer text is split across append chunks so no event item approaches
-# DynamoDB's 400 KB item limit. Other parts are measured in encoded bytes, and so is a text
-# piece whose JSON escapes make it larger (control characters take up to 6 bytes each).
+# Largest text in one artifact event (64 Ki characters are at most 256 KiB of UTF-8); longer
+# text is split across chunks. Other parts, and escape-heavy text, count in encoded bytes.
 MAX_CHUNK_CHARS = 64 * 1024
 MAX_PART_BYTES = 300 * 1024
 # A character takes at most this many bytes in a JSON string (`\uXXXX`): a shorter text needs

@@ -4,13 +4,8 @@ Input  {"taskId", "turn", "step", "caller"?, "extensions"?, "requestMetadata"?}
        -> the same with "continue" (whether a next step's execution was started)
 Input  {"action": "fail", "taskId", "turn", "error"} marks the turn failed (the Catch path).
 
-A step whose writes pass a storage bound (models/limits.py: its flow state, an artifact chunk,
-its final message; store.TooLarge) ends its turn FAILED here, the status message naming the
-bound; nothing of that step past the bound is written, the earlier turns stay as they were.
-
-One execution per step: the state machine runs this step and ends. A step that asks for
-another saves its flow state, then starts the next step's execution itself (deterministic
-name: core/executor.py), only while the turn is still working at this step.
+A step past a storage bound (store.TooLarge) ends its turn FAILED, naming the bound. A step
+that asks for another saves its state, then starts the next step's execution itself.
 """
 
 from __future__ import annotations
@@ -125,9 +120,8 @@ class FlowWorker:
         if turn is None:
             return step.answer()
         if _step_done(turn.record, step):
-            # An earlier run finished this step: a STANDARD retry whose answer was lost or an
-            # EXPRESS redelivery. That run started the next step unless it died in between
-            # (then it would have failed the turn); start it again, which is harmless.
+            # An earlier run finished this step (a lost answer, a redelivery) and may have died
+            # before starting the next one: start it again, which is harmless.
             return self.next_step(step, turn.record)
         ctx = self.context(step, turn)
         started = time.perf_counter()

@@ -28,11 +28,8 @@ def _entry_point_importing() -> bool:
     return app is not None and not hasattr(app, "create")
 
 
-# The init pause: an init allocates a few hundred thousand long-lived objects and frees
-# almost none, yet the cyclic GC traverses them again and again as they accumulate. So in a
-# function's init collection is off from this package's import (before the function module's
-# own imports) until its create() returns through `init_done`, and what the init made is
-# then frozen. docs/deploy.md has the measurement.
+# Init pause: the cyclic GC is off from this import until create() returns (`init_done`), then
+# the init's objects are frozen, so the collector stops traversing them (docs/deploy.md).
 _paused = False
 if _entry_point_importing() and gc.isenabled():
     gc.disable()
@@ -83,13 +80,8 @@ def flow_at_init() -> Flow:
 
 
 def after_restore() -> None:
-    """Lambda SnapStart: what an environment resumed from the snapshot must not share with
-    the others resumed from it. `random` (retry jitter, counter shards) is reseeded from
-    os.urandom (uuid4 and `secrets` read os.urandom on each call: nothing to do); the AWS
-    clients built at init drop their pooled connections. Their credentials refresh by
-    themselves: under SnapStart botocore gets them from Lambda's container credentials
-    endpoint, and refreshes them once expired. Nothing else caches time or identity at init
-    (the card's Last-Modified is the code's mtime, the same for every environment)."""
+    """Lambda SnapStart after-restore hook: reseed `random` from os.urandom and drop the AWS
+    clients' pooled connections, which every environment resumed from one snapshot would share."""
     from a2a_serverless import wiring
 
     random.seed()

@@ -1,13 +1,10 @@
 """AuthorizerFunction: API Gateway's REQUEST authorizer for ApiKey and Jwt modes (plain handler).
 
 Allows the whole stage for the credential's principal (API Gateway caches the answer per
-credential and reuses it for every route), passing the caller on in the context (strings
-only, as API Gateway requires) and, in ApiKey mode, the usage plan key to meter. A credential
-that expires (a JWT) adds `expiresAt`, the epoch second from which this authorizer would
-refuse it: the functions refuse it from then on (bindings/http.py `caller`), as API Gateway
-may serve the cached answer past it. Any credential problem is `Exception("Unauthorized")`
-(exactly: API Gateway answers 401). Logs name the failure reason and the key id, never a
-credential.
+credential), passing the caller in the context (strings only), the usage plan key in ApiKey
+mode, and `expiresAt` for an expiring credential (bindings/http.py `caller` enforces it).
+Any credential problem is exactly `Exception("Unauthorized")` (API Gateway answers 401).
+Logs name the reason and the key id, never a credential.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """GetTaskFunction: GET /tasks/{id} (GetTask) and GET /tasks/{id}:subscribe (SubscribeToTask,
-the proto's HTTP rule), served by uvicorn under the Lambda Web Adapter
-(response streaming).
+the proto's HTTP rule), served by uvicorn under the Lambda Web Adapter (`run.sh`).
 
-API Gateway REST cannot route on a suffix inside a path segment: `GET /tasks/x:subscribe`
-reaches the `GET /tasks/{id}` route, so this one function answers both, buffered JSON for
-GetTask and an SSE stream for the subscription. `run.sh` starts it. It only reads tasks: it never
-loads the flow."""
+API Gateway REST routes `GET /tasks/x:subscribe` to `GET /tasks/{id}`, so this function answers
+both: buffered JSON for GetTask, an SSE stream for the subscription. It never loads the flow.
+"""
 
 from __future__ import annotations
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# Before anything imports pydantic (settings, models): Powertools' batch utility imports its
-# parser's pydantic event models (Kinesis, Kafka, SQS, ... ~20 ms) when it finds pydantic
-# already loaded, only to type a `model` argument this function never passes.
+# Before anything imports pydantic: Powertools' batch utility imports its pydantic event models
+# when it finds pydantic loaded, only to type an argument this function never passes.
 import a2a_serverless.push.handler  # noqa: F401
 from a2a_serverless.handlers import init_done
 from a2a_serverless.observability import instrumented_handler

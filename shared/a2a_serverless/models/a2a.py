@@ -85,7 +85,7 @@ def _to_utc(value: Any) -> Any:
         try:
             return value.astimezone(UTC)
         except OverflowError:
-            # e.g. 0001-01-01T00:00:00+14:00 is before datetime.min in UTC (issue 11).
+            # e.g. 0001-01-01T00:00:00+14:00 is before datetime.min in UTC.
             raise ValueError("is out of range once converted to UTC") from None
     return value
 
@@ -131,9 +131,8 @@ class A2AModel(BaseModel):
         populate_by_name=True,
         extra="ignore",
         use_enum_values=False,
-        # Each model's validator is built at its first use, not at import: a function builds
-        # the models its requests use only (ListTasks never the send request, the card
-        # function no task model), 10-20 ms of CPU off a cold start. See model_rebuild.
+        # Validators are built at first use, so a function builds only the models its requests use
+        # (see model_rebuild).
         defer_build=True,
     )
 
@@ -146,22 +145,16 @@ class A2AModel(BaseModel):
         _parent_namespace_depth: int = 2,
         _types_namespace: Any = None,
     ) -> bool | None:
-        """A deferred model is built by the first validation or dump that needs it, which
-        calls this. One build at a time: before 2.14, pydantic's rebuild is not thread-safe
-        (two threads' first uses of a model race: "no attribute __pydantic_core_schema__"),
-        and the local stack serves its first requests from several threads.
-
-        The models its fields name are built first, each on its own: pydantic then reuses
-        their schemas instead of generating them again inside this one (and again in every
-        other model naming them), which halves the first request's builds (measured: a
-        send's models, ~16 -> ~7 ms)."""
+        """Build a deferred model at its first use, one build at a time (pydantic's rebuild is not
+        thread-safe before 2.14), building the models its fields name first so their schemas are
+        reused instead of generated again."""
         with _BUILD_LOCK:
             if not cls.__pydantic_complete__ and cls not in _building:
                 _building.add(cls)
                 try:
                     for model in _models_named_by(cls):
                         if not model.__pydantic_complete__:
-                            # One that cannot be built alone is left to this build, as before.
+                            # One that cannot be built alone is left to this build.
                             model.model_rebuild(raise_errors=False)
                 finally:
                     _building.discard(cls)

@@ -15,13 +15,9 @@ TENANT_MARK = "\x1f"  # ASCII unit separator
 
 
 def scope_of(principal: str, tenant: str = "") -> str:
-    """The owner string of what `principal` does under `tenant` ("" = no tenant): every task,
-    push config, counter and retry record is keyed by it, so tenants never see each other's.
-
-    Injective while principals hold no TENANT_MARK (core refuses those) and tenants none
-    either (a tenant is a path segment): (p, "") -> p unchanged, so tasks stored before
-    tenants existed keep their owner; (p, t) -> p + MARK + t holds a MARK, so it equals no
-    plain principal, and the first MARK splits it back into exactly (p, t)."""
+    """The owner string of what `principal` does under `tenant` ("" = no tenant), which keys every
+    task, push config, counter and retry record. Injective while neither part holds TENANT_MARK:
+    (p, "") -> p; (p, t) -> p + TENANT_MARK + t."""
     return f"{principal}{TENANT_MARK}{tenant}" if tenant else principal
 
 

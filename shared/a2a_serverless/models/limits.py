@@ -28,18 +28,15 @@ MAX_PUSH_URL_BYTES = 2048  # what browsers and API Gateway practice keep URLs wi
 MAX_PUSH_TOKEN_BYTES = 4096  # X-A2A-Notification-Token
 MAX_AUTH_SCHEME_BYTES = 64  # the Authorization header's scheme (Bearer, Basic, ...)
 MAX_AUTH_CREDENTIALS_BYTES = 4096
-# url, token and the Authorization value together: with the fixed headers a delivery stays
-# under API Gateway's 10,240 bytes of request line and headers, each header line under the
-# 8 KB nginx and Apache accept by default.
+# url, token and Authorization value together: a delivery stays under API Gateway's 10,240 bytes
+# of request line and headers, each header line under the 8 KB nginx and Apache accept.
 MAX_WEBHOOK_HEAD_BYTES = 8192
 
 # -- queries -----------------------------------------------------------------------------------
 MAX_PAGE_TOKEN_BYTES = 4096  # a ListTasks pageToken (the ones issued are ~150 bytes)
 
 # -- what a flow writes, and DynamoDB's item limits (README "Flow and storage bounds") ---------
-# The store measures every item it writes as DynamoDB does (store/dynamodb/keys.py `item_bytes`) and
-# refuses one past these (store.TooLarge, naming the bound) before writing anything; the flow
-# worker ends such a step's turn FAILED with that text.
+# The store refuses an item past these before writing anything (store.TooLarge, naming it).
 DYNAMODB_ITEM_BYTES = 400 * 1024  # DynamoDB's item limit: attribute names plus values
 DYNAMODB_TRANSACTION_BYTES = 4 * 1024 * 1024  # all the items of one TransactWriteItems
 # The largest item the store writes: a margin under DynamoDB's limit for the rounding of its

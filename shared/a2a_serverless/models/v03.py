@@ -49,8 +49,7 @@ class InvalidParamsError(ValueError):
 Violations = list[tuple[str, str]]
 
 # -- 0.3 -> 1.0 (requests) --------------------------------------------------------------------
-# The translators collect every violation (into `found`) and go on with the rest, so one
-# answer names every untranslatable field.
+# The translators collect every violation into `found`, so one answer names them all.
 
 # Stands in for a part that cannot be translated: valid, so it adds no violation of its own.
 _PLACEHOLDER_PART: dict[str, Any] = {"text": ""}
@@ -107,7 +106,7 @@ def _message_from_v03(message: Any, path: str, found: Violations) -> dict[str, A
         if isinstance(role, str):
             converted["role"] = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}.get(role, role)
         else:
-            # A list or object would not even be a dict key (issue 11: TypeError, then 500).
+            # A list or object would not even be a dict key (a TypeError, then a 500).
             found.append((f"{path}.role", "must be 'user' or 'agent'"))
     parts = message.get("parts")
     if isinstance(parts, list):

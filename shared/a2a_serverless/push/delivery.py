@@ -1,13 +1,9 @@
 """One webhook POST to a vetted target, connected to the pinned address.
 
-The connection goes to ``VettedTarget.address`` (no second DNS lookup, so no rebinding
-window); the real hostname travels in the Host header and, for https, as TLS SNI and the
-name the certificate is verified against (httpcore's ``sni_hostname`` request extension
-becomes ``server_hostname`` in ``ssl.wrap_socket``). Redirects are never followed.
-
-httpx is imported by the first POST, not with this module: the webhook sender's cold start
-does not pay for it (~10-40 ms, more where its CLI's rich/pygments are installed), only the
-first delivery of an environment does.
+The connection goes to ``VettedTarget.address`` (no second DNS lookup, no rebinding window);
+the hostname travels in the Host header and, for https, as TLS SNI and the name the
+certificate is verified against. Redirects are never followed. httpx is imported by the
+first POST, not with this module, to keep it off the webhook sender's cold start.
 """
 
 from __future__ import annotations
@@ -121,9 +117,8 @@ _context_lock = threading.Lock()
 
 
 def _ssl_context() -> ssl.SSLContext:
-    """One verifying context per process: building one loads the CA bundle (~40 ms of CPU,
-    which a batch posting to many webhooks at once would pay per POST). A context is safe to
-    share between threads; each connection still gets its own SNI and hostname check."""
+    """The process's one verifying context (building one loads the CA bundle); thread-safe,
+    each connection still gets its own SNI and hostname check."""
     global _context
     import httpx
 

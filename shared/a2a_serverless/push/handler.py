@@ -121,9 +121,8 @@ def handle(sender: WebhookSender, event: dict[str, Any], context: Any) -> Mappin
         response = process_partial_response(
             event=event, record_handler=queued, processor=processor, context=context
         )
-        # Messages skipped behind a failed one of their group were not attempted: make them
-        # visible again now (the group stays locked while the failed one backs off) instead of
-        # after the queue's whole visibility timeout.
+        # Messages skipped behind a failed one were not attempted: make them visible now, not after
+        # the queue's whole visibility timeout.
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         skipped = failed - attempted
         sender.release(

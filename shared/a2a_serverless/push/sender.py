@@ -1,33 +1,13 @@
 """WebhookSenderFunction: deliver every new event of a task to the task's webhooks.
 
-Two event sources feed it (template.yaml):
-- the table's stream (filter: inserted `E#` event items): each event is POSTed to every push
-  config of its task that was made before it (a config's `after_seq`). A batch runs one lane
-  per (task, config): a config's events go in order, lanes run side by side, each on its own
-  thread, all starting at once (at most `stream_workers`, 128: each task's first config
-  before anyone's second; the rest are parked at once). A webhook that keeps failing, or
-  answers slower than `slow_seconds`, is *parked*: this and all its later events go to a
-  FIFO queue, one message group per task and config, so its order is kept while it is
-  retried (with the full read timeout), and it never holds back other tasks' deliveries.
-  The batch's POSTs all end within its *window*: one inline budget (`slow_seconds` to
-  connect, again to answer) from its start, plus a tenth for the threads to start; a later
-  attempt gets its timeouts cut to what is left, and a lane with too little left is parked.
-  So a batch holds the stream shard (one batch at a time) for at most one window and its
-  parking (a conditional write per webhook, side by side, then a SendMessageBatch per ten
-  events), however many owners, tasks and webhooks it has (timeouts bound each phase of a
-  POST: the host's DNS lookup, and an answer dribbled out a byte at a time, are not cut).
-  An owner whose webhook was parked for failing or being slow is also *penalized* for a
-  while: all its webhooks are parked at once (no direct attempt), so it does not cost the
-  shard a window every batch.
-- that FIFO queue: one delivery attempt per message; a retryable failure is counted on the
-  config item, backs off (visibility timeout, growing with the count) and reports the message
-  failed, which holds its group; after PushMaxAttempts failed attempts the sender moves it to
-  the dead-letter queue itself and the group goes on. (Counting its own attempts, not SQS
-  receives: messages skipped behind a failing one are received without being attempted.)
-Only the sender's own failures (reading the table, the queue) fail stream records; Lambda
-then retries from the earliest failed record (later records of the same task are failed
-with it, so nothing overtakes), bisects, and sends what never succeeds to the on-failure
-queue.
+Two sources feed it (template.yaml):
+- the table's stream (inserted `E#` items): one lane per (task, config), in order within a lane,
+  lanes on threads side by side; a batch's POSTs end within one window. A webhook that fails
+  or is slow is parked: its events go to a FIFO queue (one group per task and config), and its
+  owner is penalized for a while (all its webhooks parked, no direct attempt).
+- that FIFO queue: one attempt per message, counted on the config item, with growing backoff;
+  after PushMaxAttempts the sender moves the message to the dead-letter queue itself.
+Only the sender's own failures (table, queue) fail stream records.
 """
 
 from __future__ import annotations
@@ -89,15 +69,9 @@ class _Lane:
 
 
 class PenaltyBox:
-    """Owners whose webhooks were parked (failing or slow) recently, until when.
-
-    Each new slow webhook costs the stream shard one slow threshold before it is parked; an
-    owner who keeps creating them (new tasks, new configs) would cost that again and again. A
-    penalized owner's webhooks go to the retry queue at once, still in order and with the full
-    timeouts, so they are delivered, only not on the shard's time. Kept in the sender's memory:
-    the stream mapping runs one batch per shard at a time, mostly in the same warm execution
-    environment; a fresh environment starts with an empty box (one threshold more at worst).
-    Bounded: the owners penalized longest ago are forgotten first."""
+    """Owners whose webhooks were parked (failing or slow) recently, until when; their webhooks go
+    straight to the retry queue, in order and with full timeouts. Per execution environment
+    (a fresh one starts empty); bounded, forgetting the oldest penalties first."""
 
     def __init__(
         self,
@@ -209,12 +183,9 @@ class SenderConfig:
     retry_cap_seconds: float = 900.0
     max_attempts: int = 12
     dead_letter_queue_url: str = ""
-    # Stream path: inline attempts time out after this (a slower webhook is parked); at most
-    # this many lanes of a batch run inline, all at once, one thread each (Lambda allows 1,024
-    # threads and 1,024 file descriptors per environment; a lane holds one socket), the rest
-    # are parked at once; and no inline attempt ends later than this after the batch began
-    # (the rest is parked: queued, in order).
-    # (Defaults from the settings, so a caller naming only the fields above still gets them.)
+    # Stream path: inline attempt timeout (slower webhooks are parked), lanes run inline at once
+    # (one thread and socket each; Lambda allows 1,024 of each), and the batch's window.
+    # Defaults from the settings, so a caller naming only the fields above still gets them.
     slow_seconds: float = field(default_factory=lambda: get_settings().push_slow_seconds)
     stream_workers: int = 128
     batch_deadline_seconds: float = field(
@@ -287,9 +258,8 @@ class WebhookSender:
             self.penalty.penalize(owner)
 
     def _lane_pool(self) -> ThreadPoolExecutor:
-        """The lanes' threads, one pool for the sender's life: a warm environment reuses them
-        batch after batch (a pool per batch started new threads every time, and each new thread
-        may take a fresh malloc arena: the local soak's memory kept growing)."""
+        """The lanes' threads, one pool for the sender's life, reused batch after batch (new threads
+        per batch may each take a fresh malloc arena, and memory grows)."""
         with self._pool_lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(
@@ -307,13 +277,9 @@ class WebhookSender:
         event_json: bytes | None = None,
         history: list[Message] | None = None,
     ) -> bytes | None:
-        """What a webhook expecting A2A `version` receives for event `seq`: the event itself
-        (a 1.0 `StreamResponse`; read when not given), or for 0.3 the Task, as 0.3 senders
-        post it (0.3 spec §9.5; the 0.3 a2a-sdk posts its stored task, history included):
-        status and artifacts as of that event, and the task's `history` as stored when the
-        body is built (read when not given; history items carry no event seq, so a delivery
-        retried after a later turn also shows that turn's messages). None: nothing left to
-        deliver (expired)."""
+        """What a webhook expecting A2A `version` receives for event `seq`: the 1.0
+        `StreamResponse`, or for 0.3 the Task as of that event with its history as stored now
+        (0.3 spec §9.5), each read when not given. None: nothing left to deliver (expired)."""
         if version == "0.3":
             task = self.store.task_as_of(task_id, seq)
             if task is None:
@@ -361,18 +327,10 @@ class WebhookSender:
     ) -> dict[int, Exception]:
         """Deliver a stream batch's events (in stream order) to their tasks' configs.
 
-        Each (task, config) is a *lane*: its events go one after another, in order. The first
-        `stream_workers` lanes (each task's first config before anyone's second) all start at
-        once, each on its own thread; the others, and a penalized owner's, are parked at once
-        (no POST). Every inline attempt ends within the batch's *window*: the inline budget
-        (connect + slow threshold) from the batch's start, plus a short grace, and no later
-        than `deadline` (a `time.monotonic()` value): an attempt started later gets its
-        timeouts cut to what is left, and with too little left the lane's webhook is parked
-        instead and its remaining events go through the retry queue. So a batch holds the
-        shard for one window (and its parking) at most, however many lanes it has.
-        Returns the sender's own failures (reading, queueing), by index into `events`; a
-        lane stops at its first one (the handler fails that record and the task's later ones,
-        so Lambda retries them and nothing overtakes)."""
+        One lane per (task, config), in order; the first `stream_workers` lanes run on threads,
+        the rest and penalized owners' are parked. Every inline attempt ends within the batch's
+        window and before `deadline` (`time.monotonic()`); a lane with too little time left is
+        parked. Returns the sender's own failures (reading, queueing) by index into `events`."""
         lanes: dict[tuple[str, str], _Lane] = {}
         rank: dict[tuple[str, str], tuple[int, int]] = {}
         for index, event in enumerate(events):
@@ -449,10 +407,8 @@ class WebhookSender:
         return {}
 
     def _park_all(self, lanes: list[_Lane], which: str, queue: _Queued) -> dict[int, Exception]:
-        """Lanes parked without a POST (a penalized owner's, those past the batch's threads):
-        each webhook is marked parked through its last event of the batch (or, still parked,
-        has them queued behind), and its events join the batch's `queue`: the shard's time
-        they take is one write per webhook and a call per ten events."""
+        """Park lanes without a POST (a penalized owner's, those past the batch's threads): one
+        conditional write per webhook, its events joining the batch's `queue`."""
         failures: dict[int, Exception] = {}
         count = 0
         for lane in lanes:
@@ -619,10 +575,8 @@ class WebhookSender:
         self, config: TaskPushNotificationConfig, body: bytes, deadline: float | None
     ) -> tuple[DeliveryResult, float]:
         """The result, and the share of the full timeouts its last attempt had."""
-        # Inline attempts wait at most the slow threshold: a webhook slower than that is
-        # parked like a failing one and gets the full read timeout from the queue, where it
-        # holds up no one but its own (task, config) group. Late in the window, less: the
-        # attempt must end within it.
+        # Inline attempts wait at most the slow threshold (a slower webhook is parked and gets the
+        # full read timeout from the queue), less late in the window, which they must end within.
         share = self._share_left(deadline)
         result = self._attempt_within(config, body, share)
         for attempt in range(1, INLINE_ATTEMPTS):

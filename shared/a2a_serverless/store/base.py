@@ -303,11 +303,8 @@ class LeaseStore(Protocol):
 @dataclass(frozen=True)
 class ApiKeyRecord:
     """One API key as stored: its owner and the SHA-256 of the full key, never the key.
-
-    `usage_key_id` / `usage_key` are the API Gateway API key (id and value) that puts the key
-    in the usage plan: the authorizer returns the value as `usageIdentifierKey`. It is a
-    random value of its own, not the client's secret.
-    """
+    `usage_key_id` / `usage_key`: its API Gateway API key in the usage plan (a random value of
+    its own, returned by the authorizer as `usageIdentifierKey`)."""
 
     key_id: str
     principal: str

@@ -1,50 +1,19 @@
 """The table's item layout: keys, attribute names and item <-> model conversions.
 
-The one place that knows how a task, its events, history, push configs, counters and send
-retry records sit in the single table (see template.yaml `TasksTable`):
+Items of the single table (template.yaml `TasksTable`), partition / sort key:
 
-- `T#{taskId}`: the header `H`, events `E#{seq:010d}`, history `M#{n:06d}`, push configs
-  `P#{configId}`. Events sort before the header ("E#" < "H"); history after it. The header
-  stands for a task's first events, which then have no item (`header_events` rebuilds them):
-  marked `e1`, event 1 (the creation status: SUBMITTED at `createdAt`; its stream INSERT is
-  the event's); with `w1`/`w1at`, event 2 when it is the first WORKING status (the MODIFY
-  that adds them is the event's). Headers without the marks have `E#` items for those events.
-  A small first message is the header's too (`m1`, no `M#000001`; `with_first_message`).
-- `O#{owner}`: the ListTasks counters, `N#{shard}` per owner (all tasks and per state) and
-  `X#{contextId}` per context (the tasks that joined it: written when such a task is created
-  or expires only; the task that opened a context, whose id is the context's, counts itself
-  there: `opens_context`). A context counter also says since when it counts
-  (`context_since`): where a read of the context's index entries may stop.
-- `D#{owner}#{messageId}` / `D`: the SendMessage retry record.
-- `T#{taskId}` / `Z`: the marker that an expired task was taken off the counters (idempotent
-  stream consumer); it expires itself a few days later.
-- One sparse GSI (`byOwner`: `g1pk` owner, sort key `gsk` = status timestamp#taskId) orders an
-  owner's tasks by status time; a context or state filter is a filter on it. Every header
-  write that moves `gsk` costs a delete and a put in each index, so there is one index only.
-- `APIKEY#{keyId}` / `APIKEY`: an API key (owner, hash of the key, usage plan key), read by
-  the authorizer; `APIKEYS` / `{keyId}`: its copy in the one listing partition of the keys
-  (written in the same transactions). Neither has an index attribute (`g1pk`...), an `E#`
-  sort key (the stream mapping's filter and `stream_event` pass events only) or a `T#`/`O#`
-  partition, and they never expire: no task query, listing or stream consumer sees them.
-- `L#{pool}` / `slot#{i:04d}`: a connection lease (`leaseId`, `expiresAt`, also the TTL), one
-  item per slot of a bounded pool of long-lived connections (store/dynamodb/leases.py): pool
-  `P#{principal}` (a principal's streams and blocking sends, core/connections.py) and `G#get`
-  (GET subscriptions across principals). No index attribute, no `E#` or `H` sort key: no task
-  query, listing or stream consumer sees them.
+- `T#{taskId}`: header `H`, events `E#{seq:010d}`, history `M#{n:06d}`, push configs
+  `P#{configId}`; the header stands for the first events and a small first message
+  (`header_events`, `with_first_message`). `T#{taskId}` / `Z`: expiry marker.
+- `O#{owner}`: ListTasks counters, `N#{shard}` per owner and `X#{contextId}` per context.
+- `D#{owner}#{messageId}` / `D`: SendMessage retry record.
+- `APIKEY#{keyId}` / `APIKEY` and `APIKEYS` / `{keyId}`: an API key and its listing copy.
+- `L#{pool}` / `slot#{i:04d}`: a connection lease (store/dynamodb/leases.py).
+- GSI `byOwner` (`g1pk` owner, `gsk` status time#taskId): an owner's tasks by status time.
 
-Collision-free: a key that JOINS several parts with `#` escapes each part first (`%` ->
-`%25`, then `#` -> `%23`), so an escaped part holds no `#` and the join splits back into
-exactly the parts it was made of: (`alice2#proj`, `1`) and (`alice2`, `proj#1`) give
-`alice2%23proj#1` and `alice2#proj%231`. A key of ONE caller-chosen part after a fixed
-prefix (`T#`, `P#`, `O#`, `X#`, `g1pk`) is injective as it is and stays raw. Parts without
-`#` or `%` (UUIDs, ordinary principals) are unchanged by the escaping.
-
-Bounded: DynamoDB refuses a partition key over 2048 bytes and a sort key over 1024 bytes
-(GSI keys too). Every caller-chosen part has a UTF-8 byte bound (`MAX_*_BYTES`) that the
-core enforces before any write; `KEY_BUDGETS` is the worst case of every key under those
-bounds (escaping at most triples a part: one `#` or `%` byte becomes three), checked at
-import. Reads with ids beyond the bounds name no item: `key_fits` lets the store answer
-"not found" without asking DynamoDB (which would refuse the key).
+Keys that join several parts escape each (`%` -> `%25`, `#` -> `%23`), so they never collide.
+Every key fits DynamoDB's bounds under the `MAX_*_BYTES` limits (`KEY_BUDGETS`, checked at
+import); `key_fits` lets a read with an oversized id answer "not found" without a call.
 """
 
 from __future__ import annotations
@@ -98,9 +67,8 @@ EXPIRED_MARKER_SECONDS = 3 * 86400  # outlives the stream's 24 h retention (rede
 # order, and a task's removal must find its counters (a recreated one would start at -1).
 COUNTER_TTL_MARGIN_SECONDS = 14 * 86400
 OWNER_COUNTER_SHARDS = 8
-# A context counter's floor (`context_since`): `since`, the creation time of the first task it
-# counted (set once); `sinceN`, the tasks it counted from then on; `gone`, the tasks it took
-# off (TTL). `all` is what it counts now.
+# A context counter's floor (`context_since`): `since`, the first counted task's creation time;
+# `sinceN`, tasks counted since; `gone`, tasks taken off (TTL); `all`, the count now.
 CONTEXT_SINCE = "since"
 CONTEXT_SINCE_COUNT = "sinceN"
 CONTEXT_GONE = "gone"
@@ -115,28 +83,19 @@ EVENT_JSON = "ev"  # an event item's StreamResponse wire JSON (what streams and 
 # of the step (Lambda retry, EXPRESS redelivery) recognises its own earlier writes by it.
 EVENT_ID = "eid"
 EXPIRES = "expiresAt"  # the table's TTL attribute
-# The events a header stands for, which have no item of their own (two transaction write units
-# less each; see `header_events`). Only a task's first events: a Query reads the event items in
-# key order and the header last, so it may miss an item written while it reads; an event in the
-# header must therefore never come after an item event, or a reader could see it without the
-# item before it.
+# Events the header stands for (no item of their own). Only a task's first events: a Query
+# reads the header last, so a header event must never follow an item event.
 FIRST_EVENT = "e1"  # event 1 is the creation status: SUBMITTED at `createdAt`
 WORKING_SEQ = "w1"  # event 2 is the first WORKING status ...
 WORKING_AT = "w1at"  # ... at this time
 FIRST_SEQ = 1
 WORKING_EVENT_SEQ = 2
-# On a task header: whether webhook configs may exist for the task. False when the task is
-# made without one; true once one is written (set before the config, so no config exists
-# without it). The webhook sender reads it for a stream batch's tasks in one BatchGetItem and
-# queries configs only where it is not false (headers written before it have none: queried).
+# On a task header: whether webhook configs may exist (set before the first config is written);
+# the webhook sender queries configs only where it is not false (or absent).
 HOOKS = "hooks"
 LAST_HEADER_EVENT_SEQ = WORKING_EVENT_SEQ  # a read from before this may need the header
-# A task's first history message, in its header when both are small (no item of its own: two
-# transaction write units less). Only while the header, as stored (its TTL too), stays well
-# under 1 KB: every later write of the header is billed per KB of it (twice in a transaction),
-# so 256 bytes are left for what a turn adds (its statuses, the first WORKING's marks, a small
-# flow state; an echo turn adds ~35). With an owner id of ~36 bytes (stored twice: `owner` and
-# the index's partition key), a first message of up to ~60 characters of text fits.
+# A small first history message lives in its header (no item, fewer write units), only while
+# the header stays well under 1 KB, since every later header write is billed per KB of it.
 FIRST_MESSAGE = "m1"
 INLINE_HEADER_MAX_BYTES = 1024 - 256
 
@@ -174,9 +133,8 @@ def _escaped(raw_bytes: int) -> int:
     return ESCAPE_GROWTH * raw_bytes
 
 
-# The largest each key can be when every part is at its bound (escaped parts tripled);
-# (worst case, DynamoDB's limit) by key. Checked below, and by tests/unit/test_keys.py against
-# keys built from worst-case strings.
+# Worst-case size of each key with every part at its bound (escaped parts tripled), against
+# DynamoDB's limit; checked below and by tests/unit/test_keys.py.
 KEY_BUDGETS: dict[str, tuple[int, int]] = {
     "T# task partition": (len(TASK_PREFIX) + MAX_ID_BYTES, PARTITION_KEY_MAX_BYTES),
     "P# push config sort key": (len(PUSH_PREFIX) + MAX_CONFIG_ID_BYTES, SORT_KEY_MAX_BYTES),
@@ -260,12 +218,8 @@ def context_counter_sk(context_id: str) -> str:
 
 
 def context_since(counter: dict[str, Any]) -> str | None:
-    """The creation time no task a context counter counts is older than (clocks aside), or
-    None when it cannot say. Every task it ever counted was counted once in `sinceN` (from
-    `since` on) and, once gone, once in `gone`: so `sinceN == all + gone` exactly when it
-    counted no task before `since` existed. A counter from before these attributes counts
-    such tasks too (its `all` did not start at 0 with `sinceN`) and never says, until it
-    expires with the last of them."""
+    """The creation time no task a context counter counts is older than (clocks aside), or None
+    when it cannot say (`sinceN != all + gone`: it counted tasks from before `since`)."""
     since = counter.get(CONTEXT_SINCE, {}).get("S")
     if since is None:
         return None
@@ -279,11 +233,8 @@ def context_since(counter: dict[str, Any]) -> str | None:
 
 
 def opens_context(task_id: str, context_id: str) -> bool:
-    """Whether the task opened its context: SendMessage names a new context after the task it
-    creates, so its contextId is its own id. Such a task counts itself in its context (its
-    header is the count's second half, see DynamoDBListing.count_tasks) and its context's
-    counter item counts only the tasks that joined later: most contexts hold one task, and
-    their creation writes no counter item for them (2 transaction WRU)."""
+    """Whether the task opened its context (its contextId is its own id). Such a task counts itself
+    in its context, so the context's counter item counts only the tasks that joined later."""
     return task_id == context_id
 
 
@@ -294,9 +245,7 @@ def state_counter(state: TaskState) -> str:
 
 def status_at_or_after(value: datetime) -> str:
     """The lowest stored status time (millisecond precision, `format_timestamp`) at or after
-    `value`: ListTasks' `statusTimestampAfter` keeps tasks whose status time is >= it (the
-    proto's words), and a stored time at a whole millisecond is >= a time within that
-    millisecond only if it is the next one."""
+    `value`, so that ListTasks' `statusTimestampAfter` keeps exactly the times >= it."""
     if value.microsecond % 1000:
         try:
             value += timedelta(microseconds=1000 - value.microsecond % 1000)
@@ -547,11 +496,9 @@ def record_of(item: Mapping[str, Any]) -> TaskRecord:
 def stream_event(
     image: Mapping[str, Any], previous: Mapping[str, Any] | None = None
 ) -> tuple[str, int, bytes] | None:
-    """(task id, seq, event wire JSON) of a stream record, or None when it is no event: an
-    inserted `E#` item; a new header marked `e1` (event 1); a header update that added `w1`
-    (the first WORKING status). `image` is the NewImage, `previous` the OldImage of an update
-    (None for an insert), deserialized (plain values, as Powertools'
-    `DynamoDBRecord.dynamodb.new_image` gives them)."""
+    """(task id, seq, event wire JSON) of a stream record, or None when it is no event. An event is
+    an inserted `E#` item, a new header marked `e1`, or a header update that added `w1`. `image`
+    and `previous` are the deserialized NewImage and OldImage (None for an insert)."""
     pk, sk, body = image.get("pk"), image.get("sk"), image.get(EVENT_JSON)
     if isinstance(pk, str) and pk.startswith(TASK_PREFIX) and sk == HEADER:
         return _stream_header_event(pk.removeprefix(TASK_PREFIX), image, previous)

@@ -1,11 +1,9 @@
 """Connection leases on DynamoDB: pool `L#{pool}`, one item `slot#{i:04d}` per held slot with
-`leaseId` and `expiresAt` (the lease's end, and the table's TTL attribute: an expired lease's
-item is deleted some time later; until then it counts as free).
+`leaseId` and `expiresAt` (also the TTL attribute; an expired lease counts as free).
 
-Acquire: one consistent Query of the pool's partition, then a conditional PutItem on a free or
-expired slot, the free slots tried in random order (concurrent acquirers rarely pick the same
-one) and the Query repeated a few times when they were all taken meanwhile. Release: a
-DeleteItem conditioned on the leaseId, so a late release never frees another's lease.
+Acquire: a consistent Query of the pool, then a conditional PutItem on a free slot (tried in
+random order, the Query repeated a few times if all were taken). Release: a DeleteItem
+conditioned on the leaseId, so a late release never frees another's lease.
 """
 
 from __future__ import annotations

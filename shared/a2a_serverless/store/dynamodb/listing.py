@@ -23,10 +23,8 @@ from a2a_serverless.store.dynamodb.keys import s
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
 from a2a_serverless.store.fold import fold_events
 
-# Events after a task's last status change are artifact chunks (or progress) written without
-# a header update, so their count is unknown to a reader: they are probed for in windows
-# that double. A live task probes wide; a settled one (terminal or interrupted) has usually
-# written nothing since its status event, one key tells.
+# Events after the last status change (chunks) are not counted on the header: probe for them
+# in doubling windows, wide for a live task, one key for a settled one.
 LIVE_PROBE = 8
 SETTLED_PROBE = 1
 
@@ -34,33 +32,22 @@ SETTLED_PROBE = 1
 class DynamoDBTaskListing(DynamoDBTable):
     """The TaskListing on the table."""
 
-    # Index entries a filtered page may examine (contextId and status are filters on the
-    # owner's index): an owner with a million tasks listing one context must not hold a
-    # function for minutes, past API Gateway's 29 s, reading them all. When the budget runs
-    # out first, the page is short (possibly empty) and its token resumes where the read
-    # stopped (spec-wise a cursor like any other). 10,000 entries: ~1.5-3 MB, ~6 Query calls.
+    # Index entries a filtered page may examine, so a huge owner's filtered listing ends well
+    # within API Gateway's 29 s; past it the page is short and its token resumes there.
     filtered_page_max_examined = 10_000
 
-    # Index entries a COUNT Query examines per call at most (DynamoDB stops at 1 MB first:
-    # ~5,000 of them). A count by time reads both sides of the time a call at a time
-    # (`_count_since`).
+    # Index entries a COUNT Query examines per call at most (DynamoDB stops at 1 MB first).
     count_page_entries = 5_000
 
-    # A context opened by a task (named after it, `keys.opens_context`) holds no task whose
-    # status time is earlier than that task's creation, nor a context a client named any task
-    # older than its counter's first (`keys.context_since`): less this margin for the
-    # functions' clocks, that is where a read of the context's entries can stop
-    # (`_context_floor`).
+    # Where a read of a context's entries can stop (`_context_floor`): none is older than the
+    # opening task's creation or the counter's `since`, less this margin for clock skew.
     context_floor_margin = timedelta(minutes=1)
 
     def _list_kwargs(
         self, query: ListQuery, before: bool = False, floor: str | None = None
     ) -> dict[str, Any]:
-        """The owner's index range (from `status_after` on, or, `before`, up to it; from `floor`
-        on, a sort key no entry of the query is below, unless `before`), context and state as
-        filters: one index keeps each status change at one index move (a delete and a put)
-        instead of one per index. A filtered page reads past the owner's other tasks (the
-        paginator goes on until the page is full), which costs reads, never writes."""
+        """Query arguments for the owner's index range (from `status_after` on, or up to it when
+        `before`; from `floor` on unless `before`), with context and state as filters."""
         values: dict[str, Any] = {":p": s(query.owner)}
         condition = f"{keys.INDEX_PARTITION} = :p"
         # Sort keys are `{status time}#{task id}`: every key of a time or later is >= the
@@ -120,16 +107,9 @@ class DynamoDBTaskListing(DynamoDBTable):
         want: int,
         narrowed: Callable[[], dict[str, Any] | None] | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """Up to `want` index entries that pass the filters, newest first, and the key the
-        read stopped at when `filtered_page_max_examined` ran out first (else None).
-
-        `Limit` counts entries examined, before the filter: the first Query asks for `want`
-        (an unfiltered page, or a filter most entries pass, needs no more), each later one for
-        four times as many (a selective filter reaches the budget in a few calls, not
-        thousands of `want`-sized ones), DynamoDB's 1 MB per call aside. When the first
-        Query leaves the page unfilled, `narrowed()` may give the same query over a shorter
-        range (a context's, from its opening on): the read goes on in that, or ends where it
-        already passed its start."""
+        """Up to `want` index entries that pass the filters, newest first, and the key the read
+        stopped at when `filtered_page_max_examined` ran out first (else None). `narrowed()` may
+        give the same query over a shorter range once the first Query leaves the page unfilled."""
         items: list[dict[str, Any]] = []
         examined = 0
         limit = want
@@ -158,16 +138,9 @@ class DynamoDBTaskListing(DynamoDBTable):
     def read_listed(
         self, records: list[TaskRecord], include_artifacts: bool, history_length: int
     ) -> list[ListedContents]:
-        """Artifacts and recent history of a page's tasks by BatchGetItem, never a read per
-        task: the history keys are known from the listed `hcount`; the event keys from each
-        header's `statusSeq` (events are numbered 1, 2, ... without gaps), asked for with the
-        history, plus probes for events after the last status change.
-
-        A task's first message may be its header's (`keys.with_first_message`): when the
-        history wanted starts there, the header is asked for with it.
-
-        Calls: one BatchGetItem per 100 keys per round; rounds: one for history and headers,
-        one for the events, and one more per doubling of a window that came back full."""
+        """Artifacts and recent history of a page's tasks by BatchGetItem, never a read per task:
+        keys come from each header's `hcount` and `statusSeq`, plus probes for later events.
+        Rounds: one for history and headers, one for events, one per window that came back full."""
         wanted: list[dict[str, Any]] = []
         from_first: set[str] = set()  # tasks whose wanted history starts at the first message
         for record in records:
@@ -249,12 +222,9 @@ class DynamoDBTaskListing(DynamoDBTable):
         return sum(count for count, _ in self._counting(kwargs, self.count_page_entries))
 
     def _count_since(self, query: ListQuery) -> int:
-        """Tasks whose status time is at or after `status_after`: the index entries from that
-        time on, or the counters minus the entries before it, whichever side ends first. The
-        two COUNT reads go a call at a time in turn, each call examining four times as many
-        entries as the last (from `pageSize` + 1), so the count costs a few times the smaller
-        side: a client paging through everything since an old time (each page counts again)
-        reads the few entries before it, not all those after."""
+        """Tasks whose status time is at or after `status_after`: the index entries from then on,
+        or the counters minus the entries before it, whichever side ends first (read in turn,
+        each call examining four times as many), so it costs a few times the smaller side."""
         since = self._counting(self._list_kwargs(query), query.page_size + 1)
         before = self._counting(self._list_kwargs(query, before=True), query.page_size + 1)
         counted_since = counted_before = 0
@@ -319,12 +289,9 @@ class DynamoDBTaskListing(DynamoDBTable):
         return query.context_read
 
     def _context_floor(self, query: ListQuery) -> str | None:
-        """The lowest index sort key a task of the context can have, less
-        `context_floor_margin` for the functions' clocks: the creation time of the task that
-        opened it, when that is this owner's task (its header says when); otherwise (a context
-        named by a client, or whose opener has expired) the time its counter counts from
-        (`keys.context_since`). None when neither says: its entries may be anywhere in the
-        owner's index."""
+        """The lowest index sort key a task of the context can have, less `context_floor_margin`:
+        the opening task's creation time when the owner holds it, else the counter's
+        `keys.context_since`; None when neither says."""
         opener, counter = self._context_items(query)
         if opener is not None:
             since = opener.get("createdAt", {}).get("S")

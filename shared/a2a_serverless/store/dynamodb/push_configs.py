@@ -14,11 +14,9 @@ class DynamoDBPushConfigs(DynamoDBTable):
     """The PushConfigStore on the table."""
 
     def put_push_config(self, config: TaskPushNotificationConfig) -> None:
-        """Create or replace one config (its id is already assigned). The task's header is
-        marked first (`keys.HOOKS`): a config the sender could miss never exists. A task
-        without a header (gone) gets no mark; its config is still written, as before. A config
-        past `limits.MAX_ITEM_BYTES` is TooLarge, nothing written (core/push.py bounds its
-        fields far below that)."""
+        """Create or replace one config (its id already assigned). The task's header is marked first
+        (`keys.HOOKS`), so the sender never misses a config. Past `limits.MAX_ITEM_BYTES`: TooLarge,
+        nothing written."""
         task_id = config.task_id or ""
         item = keys.checked(self._expiring(keys.push_item(config)), "the push notification config")
         if keys.key_fits(keys.task_key(task_id, keys.HEADER)):
@@ -53,10 +51,8 @@ class DynamoDBPushConfigs(DynamoDBTable):
     def push_configs_of(
         self, task_ids: Iterable[str]
     ) -> dict[str, list[tuple[TaskPushNotificationConfig, bool]]]:
-        """`list_push_configs` of each task, for a stream batch's tasks: their headers' marks
-        in one consistent BatchGetItem, then a Query for each task whose header does not say
-        it never had a config (marked, written before the mark, or gone). Most tasks have no
-        webhook: their batch costs one read call instead of a Query each."""
+        """`list_push_configs` of each task of a stream batch: the headers' marks in one consistent
+        BatchGetItem, then a Query only for each task whose header does not rule configs out."""
         wanted = list(dict.fromkeys(task_ids))
         headers = self._batch_get(
             [keys.task_key(task_id, keys.HEADER) for task_id in wanted], (keys.HOOKS,)

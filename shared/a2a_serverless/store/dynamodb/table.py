@@ -23,8 +23,8 @@ class DynamoDBTable:
         self._db = client
         self._table = table_name
         self._ttl_seconds = retention_days * 86400
-        # botocore builds a new paginator class at every `get_paginator` (~2 % of the local
-        # stack's CPU under load; Lambda pays it too): one per table, made by the first query.
+        # botocore builds a new paginator class at every `get_paginator`: one per table, made
+        # by the first query.
         self._query_paginator: Any = None
 
     def _expires(self, margin_seconds: int = 0) -> dict[str, str]:
@@ -82,10 +82,9 @@ class DynamoDBTable:
     def _batch_get(
         self, item_keys: list[dict[str, Any]], attributes: tuple[str, ...] = ()
     ) -> list[dict[str, Any]]:
-        """The items of these keys that exist, in any order: BatchGetItem, 100 keys a call
-        (DynamoDB's limit), its unprocessed keys asked again with jittered backoff. With
-        `attributes`, only those (and the keys) come back: the read costs the same, the
-        answer is smaller."""
+        """The items of these keys that exist, in any order (BatchGetItem, 100 keys a call,
+        unprocessed keys retried with jittered backoff). With `attributes`, only those and the
+        keys come back."""
         wanted = [key for key in item_keys if keys.key_fits(key)]
         found: list[dict[str, Any]] = []
         ask: dict[str, Any] = {"ConsistentRead": True}

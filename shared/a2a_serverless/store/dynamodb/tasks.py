@@ -1,15 +1,9 @@
 """Task records and their event log on DynamoDB.
 
-The event log is the source of status and artifacts: chunk events are single conditional
-puts (no header write, no index write); state changes are one transaction (header + event +
-counters [+ history]). The ListTasks counters are maintained here, in the same transactions.
-A task's first events (its SUBMITTED status, and its first WORKING status) are in its header,
-with no items of their own (`keys.header_events`): every read of the log below puts them back.
-
-Sized before written: every item put is measured (`keys.checked`, `limits.MAX_ITEM_BYTES`) and
-every header field that a write replaces is within its own bound (`keys.checked_json`), so a
-header within `HEADER_BUDGET` stays within it across turns (nothing in it accumulates); a
-value past a bound raises TooLarge and nothing is written.
+The event log is the source of status and artifacts: a chunk is one conditional put; a state
+change is one transaction (header + event + counters [+ history]), which also keeps the
+ListTasks counters. A task's first events live in its header (`keys.header_events`). Every
+item is sized before it is written (`keys.checked`); past a bound, TooLarge and no write.
 """
 
 from __future__ import annotations
@@ -103,9 +97,8 @@ def _small_items() -> dict[str, int]:
     return {"counter": counter, "retry record": dedupe}
 
 
-# The header is updated in place (its size never measured whole after its creation): its
-# worst case must fit an item, and the largest transaction (header, event, history message,
-# inline webhook, retry record, two counters) DynamoDB's 4 MB. Checked at import.
+# The header is updated in place, never measured whole again: its worst case must fit an item,
+# and the largest transaction DynamoDB's 4 MB. Checked at import.
 HEADER_FIELDS = _header_fields()
 HEADER_BUDGET = sum(keys.utf8_size(name) + size for name, size in HEADER_FIELDS.items())
 SMALL_ITEMS = _small_items()
@@ -206,17 +199,9 @@ class DynamoDBTaskLog(DynamoDBTable):
         add: dict[str, int],
         created_at: str | None = None,
     ) -> list[tuple[str, dict[str, Any]]]:
-        """ADD `add` to one random shard of the owner's counters and, when `context_id` is
-        given (a task created or expired that joined an existing context), its `all` to the
-        context's counter, with what `keys.context_since` reads: a created task (its
-        `created_at` given) counted in `sinceN` and, on the counter's first count, its creation
-        time as `since`; an expired one in `gone`.
-
-        Shards spread the owner's hot item (every transition of every task of that owner
-        touches it) so concurrent transactions rarely conflict. A state change touches the
-        shard only: the context counter counts tasks, not states (ListTasks counts a context
-        and a state together with a COUNT query), which saves a transaction item per change.
-        """
+        """ADD `add` to one random shard of the owner's counters and, when `context_id` is given (a
+        task created or expired that joined an existing context), its `all` to the context's
+        counter (`sinceN` and first `since` for a created task, `gone` for an expired one)."""
         shard = f"{keys.OWNER_SHARD_PREFIX}{random.randrange(keys.OWNER_COUNTER_SHARDS)}"
         updates = [("counter", {"Update": self._counter_update(owner, shard, add)})]
         if context_id is not None:
@@ -430,13 +415,9 @@ class DynamoDBTaskLog(DynamoDBTable):
     def append_event(
         self, task_id: str, seq: int, event: StreamResponse, event_id: str = ""
     ) -> bool:
-        """One event with no state change (artifact chunk, progress status): one put. A lost
-        condition returns the item already there (no extra read), so a re-run's duplicate
-        write is recognised by its event id at no cost.
-
-        A seq the header may stand for (1, 2: never a chunk's in practice, the worker writes
-        WORKING first) is checked against the header in a transaction, so that no seq is
-        both an item and the header's."""
+        """One event with no state change (artifact chunk, progress status): one put. False when
+        this write (same `event_id`) was already done; ConflictError when the seq holds another.
+        Seqs 1 and 2 are checked against the header in a transaction."""
         if seq <= keys.LAST_HEADER_EVENT_SEQ:
             return self._append_early_event(task_id, seq, event, event_id)
         item = self._expiring(_event_item(task_id, seq, event, event_id))
@@ -507,15 +488,10 @@ class DynamoDBTaskLog(DynamoDBTable):
             raise ConflictError("task moved on", ("header",)) from exc
 
     def forget_expired(self, image: Mapping[str, Any]) -> bool:
-        """Take a task whose header TTL removed off the ListTasks counters (owner shard: all
-        and its last state; its context: all). `image` is the removed item's old image from
-        the table's stream, deserialized; anything but a task header is ignored (False).
-
-        Idempotent: a stream record may be delivered again (a retried batch), so the
-        decrement goes with the creation of the task's `Z` marker, conditional on its absence
-        (it expires itself after the stream's 24-hour retention): a second delivery writes
-        nothing (False). Updates only (an update creates the marker), so the stream consumer
-        needs `dynamodb:UpdateItem` and nothing more."""
+        """Take a task whose header TTL removed off the ListTasks counters. `image` is the removed
+        item's deserialized old image; anything but a task header is ignored (False). Idempotent:
+        the decrement is conditional on creating the task's `Z` marker, so a redelivery writes
+        nothing (False). Needs `dynamodb:UpdateItem` only."""
         fields = keys.expired_header(image)
         if fields is None:
             return False
@@ -579,11 +555,8 @@ class DynamoDBTaskLog(DynamoDBTable):
     def _history(
         self, task_id: str, limit: int | None, header: dict[str, Any] | None = None
     ) -> list[Message]:
-        """The last `limit` history messages (all: None), oldest first. The header may hold
-        the first message: unless it is given, one Query reads it with the history items
-        after it (nothing sorts between them), newest first when limited, so that the header
-        is reached only when fewer than `limit` items are, i.e. when the first message is
-        wanted."""
+        """The last `limit` history messages (all: None), oldest first, including the first message
+        when the header holds it (unless it is given): one Query reads the header with the items."""
         if not keys.key_fits(keys.task_key(task_id, keys.HEADER)):  # names no task
             return []
         first = keys.history_sk(1) if header is not None else keys.HEADER
