@@ -14,12 +14,15 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 STAMP="$VENV/.installed"
 CONSTRAINTS="$ROOT/shared/a2a_serverless/layer-constraints.txt"
-if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ] || [ "$CONSTRAINTS" -nt "$STAMP" ]; then
+# The moto the local stack's patches are written against (the `local` extra pins it too).
+MOTO_CONSTRAINTS="$ROOT/shared/a2a_serverless/local/moto-constraints.txt"
+if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ] || [ "$CONSTRAINTS" -nt "$STAMP" ] \
+  || [ "$MOTO_CONSTRAINTS" -nt "$STAMP" ]; then
   echo "a2a-serverless: installing the project and its dev tools into .venv (first run: 1-3 minutes)..." >&2
   started=$(date +%s)
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   # The layer's packages at the versions it deploys with (scripts/pin_layer.py).
-  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]" -c "$CONSTRAINTS"
+  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]" -c "$CONSTRAINTS" -c "$MOTO_CONSTRAINTS"
   touch "$STAMP"
   echo "a2a-serverless: installed in $(( $(date +%s) - started )) s" >&2
 fi

@@ -33,7 +33,8 @@ server process's CPU or GIL):
   ratio_vs_sdk_inmemory = local / sdk.
 
 Run: `PYTHONPATH=shared .venv/bin/python scripts/bench_local.py [--quick]` (scripts/bench
-prints these figures too).
+prints these figures too). `A2A_LOCAL_SPEEDUPS` picks the stack's speed-ups for an ablation
+(`0`: none; `all,-planned_updates`: all but one; local/moto_speedups.py).
 """
 
 from __future__ import annotations
@@ -322,11 +323,11 @@ def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str)
     them). Items whose key does not name the task (the caller's counters) are not copied.
     Returns the keys written, for `unload`."""
 
-    from a2a_serverless.local import moto_patches
+    from a2a_serverless.local import patching
 
     task_id = _send(url, principal_headers, "a task to copy")["id"]
     table = _table(stack)
-    with moto_patches.DYNAMODB_LOCK:
+    with patching.DYNAMODB_LOCK:
         originals = [
             item.to_json()["Attributes"]
             for item in table.all_items()
@@ -336,7 +337,7 @@ def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str)
         raise RuntimeError("found no item of the task to copy")
     keys = []
     for start in range(0, count, 200):
-        with moto_patches.DYNAMODB_LOCK, _no_stream_records(table):
+        with patching.DYNAMODB_LOCK, _no_stream_records(table):
             for _ in range(min(200, count - start)):
                 new_id = str(uuid.uuid4())
                 for attributes in originals:
@@ -347,11 +348,11 @@ def preload(stack: Any, count: int, principal_headers: dict[str, str], url: str)
 
 def unload(stack: Any, keys: list[Any]) -> None:
     """Take `preload`'s items out of the table again (no stream records either)."""
-    from a2a_serverless.local import moto_patches
+    from a2a_serverless.local import patching
 
     table = _table(stack)
     for start in range(0, len(keys), 1000):
-        with moto_patches.DYNAMODB_LOCK, _no_stream_records(table):
+        with patching.DYNAMODB_LOCK, _no_stream_records(table):
             for hash_key, range_key in keys[start : start + 1000]:
                 table.delete_item(hash_key, range_key)
 

@@ -1,4 +1,4 @@
-"""moto_patches.indexed_queries (and index_projections_direct): a Query reads the partition
+"""moto_speedups.indexed_queries (and index_projections_direct): a Query reads the partition
 its key condition names, with the results moto itself gives (same items, order, pages), after
 puts, updates, deletes and transactions, whatever the index projects. Counts, not times: how
 many items a query looks at."""
@@ -14,7 +14,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from a2a_serverless.local import moto_patches
+from a2a_serverless.local import moto_speedups
+from a2a_serverless.local.patching import Patches
 
 TABLE = "speed"
 
@@ -174,9 +175,9 @@ def test_indexed_queries_answer_as_moto_does(db: Any) -> None:
         (i, page): _all_pages(db, q, page) for i, q in enumerate(QUERIES) for page in (3, 50)
     }
     assert any(len(pages) > 2 for pages in expected.values())  # paging is exercised
-    patches = moto_patches.Patches()
-    moto_patches.indexed_queries(patches)
-    moto_patches.index_projections_direct(patches)
+    patches = Patches()
+    moto_speedups.indexed_queries(patches)
+    moto_speedups.index_projections_direct(patches)
     try:
         got = {
             (i, page): _all_pages(db, q, page) for i, q in enumerate(QUERIES) for page in (3, 50)
@@ -212,10 +213,10 @@ def test_query_results_are_passed_on_as_stored(db: Any) -> None:
     queries = [*QUERIES, projected]
     expected = [_all_pages(db, q, page) for q in queries for page in (3, 50)]
     stored = sorted(db.scan(TableName=TABLE)["Items"], key=repr)
-    patches = moto_patches.Patches()
-    moto_patches.indexed_queries(patches)
-    moto_patches.index_projections_direct(patches)
-    moto_patches.query_results_read_in_place(patches)
+    patches = Patches()
+    moto_speedups.indexed_queries(patches)
+    moto_speedups.index_projections_direct(patches)
+    moto_speedups.query_results_read_in_place(patches)
     copies: list[Any] = []
     original_copy = Item.__deepcopy__
 
@@ -238,8 +239,8 @@ def test_a_query_looks_at_its_partition_only(db: Any) -> None:
     from moto.dynamodb.models.table import Table
 
     _fill(db, random.Random(3))
-    patches = moto_patches.Patches()
-    moto_patches.indexed_queries(patches)
+    patches = Patches()
+    moto_speedups.indexed_queries(patches)
     looked_at: list[int] = []
     patched = Table.all_items
 
@@ -270,7 +271,7 @@ def test_a_query_looks_at_its_partition_only(db: Any) -> None:
     assert looked_at == [10, len(owner)], (looked_at, table_size)
 
 
-# -- moto_patches.quick_response_values: the same response bytes, fewer alias lookups --------
+# -- moto_speedups.attribute_values_written_directly: the same response bytes --------------
 
 EVERY_TYPE = {
     "pk": {"S": "T#1"},
@@ -380,38 +381,22 @@ def _normalised(body: bytes) -> bytes:
     return text.encode()
 
 
-def test_quick_response_values_give_moto_s_own_responses(monkeypatch: Any) -> None:
-    # As the local stack runs (moto answers no account-based DynamoDB endpoint).
-    monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
-    plain = _raw_bodies(_every_shape)
-    patches = moto_patches.Patches()
-    moto_patches.quick_response_values(patches)
-    try:
-        quick = _raw_bodies(_every_shape)
-    finally:
-        patches.undo()
-    assert len(plain) == len(quick) > 10
-    assert [_normalised(b) for b in quick] == [_normalised(b) for b in plain]
-    assert b'"a key named like a type"' in b"".join(quick)  # the tricky map was there
-
-
 def test_attribute_values_written_directly_give_moto_s_own_responses(monkeypatch: Any) -> None:
     """Every attribute type, nested, in items, images, pages and a refused transaction."""
     monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
     written: list[str] = []
-    write = moto_patches._attribute_value
+    write = moto_speedups._attribute_value
 
     def counted(serializer: Any, value: dict[str, Any]) -> Any:
         result = write(serializer, value)
         written.extend(result or ())
         return result
 
-    monkeypatch.setattr(moto_patches, "_attribute_value", counted)
-    patches = moto_patches.Patches()
-    moto_patches.quick_response_values(patches)
+    monkeypatch.setattr(moto_speedups, "_attribute_value", counted)
+    patches = Patches()
     try:
         plain = _raw_bodies(_every_shape)
-        moto_patches.attribute_values_written_directly(patches)
+        moto_speedups.attribute_values_written_directly(patches)
         direct = _raw_bodies(_every_shape)
     finally:
         patches.undo()

@@ -1,4 +1,4 @@
-"""moto_patches' shortcuts for the local stack's throughput (issue 14, item 5) give the answers
+"""moto_speedups' shortcuts for the local stack's throughput give the answers
 moto gives without them: the direct DynamoDB path (no signing, retries, URL routing), the kept
 update-expression parse trees, the kept validator maps and walks, and the kept response
 member names. The same calls run on a fresh moto with and without the patches; parsed
@@ -8,7 +8,6 @@ took (counted, not timed)."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -21,7 +20,9 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from a2a_serverless.local import moto_patches
+from a2a_serverless.core.context import RequestContext
+from a2a_serverless.local import moto_fidelity, moto_speedups
+from a2a_serverless.local.patching import Patches
 from tests.integration.harness import wait_idle
 from tests.scripts import load_script
 
@@ -41,22 +42,21 @@ VALIDATOR_REFUSALS = [
 ]
 
 
-def _patched(patches: moto_patches.Patches) -> None:
-    moto_patches.serialize_calls(patches)
-    moto_patches.direct_dynamodb_calls(patches)
-    moto_patches.dynamodb_bodies_read_once(patches)
-    moto_patches.parsed_conditions_kept(patches)
-    moto_patches.parsed_update_expressions_kept(patches)
-    moto_patches.processing_maps_kept(patches)
-    moto_patches.planned_updates(patches)
-    moto_patches.handler_methods_kept(patches)
-    moto_patches.quick_response_values(patches)
-    moto_patches.cheap_transactions(patches)
+def _patched(patches: Patches) -> None:
+    moto_fidelity.serialize_calls(patches)
+    moto_speedups.direct_dynamodb_calls(patches)
+    moto_speedups.dynamodb_bodies_read_once(patches)
+    moto_speedups.parsed_conditions_kept(patches)
+    moto_speedups.parsed_update_expressions_kept(patches)
+    moto_speedups.processing_maps_kept(patches)
+    moto_speedups.planned_updates(patches)
+    moto_speedups.handler_methods_kept(patches)
+    moto_speedups.cheap_transactions(patches)
 
 
 @contextmanager
-def _moto(patch: Callable[[moto_patches.Patches], None] | None) -> Iterator[Any]:
-    patches = moto_patches.Patches()
+def _moto(patch: Callable[[Patches], None] | None) -> Iterator[Any]:
+    patches = Patches()
     with mock_aws():
         if patch is not None:
             patch(patches)
@@ -373,7 +373,7 @@ def test_planned_updates_answer_as_moto_does(monkeypatch: Any) -> None:
 
 
 def test_update_plans_cover_the_store_s_expressions_only() -> None:
-    plan = moto_patches.update_plan
+    plan = moto_speedups.update_plan
     assert plan("ADD #c0 :v0, #c1 :v1 SET #ttl = :ttl, #since = if_not_exists(#since, :s)") == (
         ("add", "#c0", ":v0"),
         ("add", "#c1", ":v1"),
@@ -663,43 +663,6 @@ def test_a_stack_runs_with_its_gc_threshold_and_restores_the_interpreter_s(
         assert gc.get_threshold() == before
 
 
-def test_a_state_machine_json_path_is_parsed_once(monkeypatch: Any) -> None:
-    """Under the patch a JSONPath is parsed on its first use only, and answers as moto's own
-    parse does (find and update); a path that does not parse raises every time; undone."""
-    from moto.stepfunctions.parser.asl.component.common.path import result_path
-    from moto.stepfunctions.parser.asl.utils import json_path
-
-    parsed: list[str] = []
-    for module in (json_path, result_path):
-
-        def counted(path: str, original: Any = module.parse) -> Any:
-            parsed.append(path)
-            return original(path)
-
-        monkeypatch.setattr(module, "parse", counted)
-    data = {"task": {"id": "t1", "parts": [{"text": "a"}, {"text": "b"}]}}
-    expected = [json_path.extract_json(p, data) for p in ("$.task.id", "$.task.parts[*].text")]
-    written = result_path.parse("$.result").update_or_create({"in": 1}, {"out": 2})
-    patches = moto_patches.Patches()
-    moto_patches.parsed_json_paths_kept(patches)
-    parsed.clear()
-    try:
-        for _ in range(3):
-            got = [json_path.extract_json(p, data) for p in ("$.task.id", "$.task.parts[*].text")]
-            assert got == expected == ["t1", ["a", "b"]]
-            assert result_path.parse("$.result").update_or_create({"in": 1}, {"out": 2}) == written
-            with pytest.raises(Exception):  # noqa: B017 (jsonpath_ng's own lexer error)
-                json_path.extract_json("$.[", data)
-        assert sorted(parsed) == sorted(
-            ["$.task.id", "$.task.parts[*].text", "$.result"] + ["$.["] * 3
-        )
-    finally:
-        patches.undo()
-    parsed.clear()
-    json_path.extract_json("$.task.id", data)
-    assert parsed == ["$.task.id"]  # moto's parse again, each use
-
-
 def test_a_transaction_item_with_an_unused_placeholder_is_refused_as_dynamodb_does() -> None:
     """moto lets an unused ExpressionAttributeValues entry through in a transaction item (it
     checks only the update expression's names there); DynamoDB refuses the request."""
@@ -726,7 +689,7 @@ def test_a_transaction_item_with_an_unused_placeholder_is_refused_as_dynamodb_do
     unused_name = update({}, {"#never": "never"})
     with _moto(None) as client:
         client.transact_write_items(TransactItems=unused_value)  # moto alone lets it through
-    patch = moto_patches.transaction_placeholders_checked
+    patch = moto_fidelity.transaction_placeholders_checked
     with _moto(patch) as client:
         client.transact_write_items(TransactItems=update({}, {}))  # all used: written
         for items, message in (
@@ -738,71 +701,27 @@ def test_a_transaction_item_with_an_unused_placeholder_is_refused_as_dynamodb_do
             assert message in str(refused.value)
 
 
-def test_an_execution_s_program_is_reused_once_it_ended(monkeypatch: Any) -> None:
-    """Under the patch an execution takes a program of its definition that no other holds,
-    built afresh when there is none, and gives it back when it ended normally: executions in
-    flight never share one; a stopped execution's program (a thread may still evaluate it) and
-    a definition with a state that keeps execution state (Parallel) are never reused."""
-    from types import SimpleNamespace
-
-    from moto.stepfunctions.parser.asl.eval.program_state import ProgramEnded, ProgramStopped
-    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
-
-    def worker(definition: str) -> Any:
-        details = SimpleNamespace(state_machine_details=SimpleNamespace(definition=definition))
-        return SimpleNamespace(_evaluation_details=details, env=None)
-
-    def run(w: Any, end: Any) -> Any:  # what moto's _execution_logic does, minus the eval
-        w.program = ExecutionWorker._get_evaluation_entrypoint(w)
-        w.env = SimpleNamespace(program_state=lambda: end)
-        return w.program
-
-    monkeypatch.setattr(ExecutionWorker, "_execution_logic", lambda w: None)
-    patches = moto_patches.Patches()
-    moto_patches.programs_reused(patches)
-    task_only = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}'
-    parallel = (
-        '{"StartAt": "P", "States": {"P": {"Type": "Parallel", "End": true, "Branches": '
-        '[{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}]}}}'
-    )
-    try:
-        first, second = worker(task_only), worker(task_only)
-        one, two = run(first, ProgramEnded()), run(second, ProgramStopped(None, None, None))
-        assert one is not two  # both in flight
-        ExecutionWorker._execution_logic(first)  # ended: back to the pool
-        ExecutionWorker._execution_logic(second)  # stopped: dropped
-        third = worker(task_only)
-        assert run(third, ProgramEnded()) is one
-        fourth = worker(task_only)
-        assert run(fourth, ProgramEnded()) not in (one, two)  # the pool was empty
-        kept = worker(parallel)
-        run(kept, ProgramEnded())
-        ExecutionWorker._execution_logic(kept)
-        assert run(worker(parallel), ProgramEnded()) is not kept.program
-    finally:
-        patches.undo()
-
-
-def test_a_stack_s_executions_build_their_program_once() -> None:
-    """On the stack: turns of the template's state machine, one after another, build its
-    program once, and every task completes."""
-    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+def test_a_stack_s_executions_parse_their_definition_once() -> None:
+    """On the stack: turns of the template's state machine, one after another, do not parse
+    its definition again (parsed_definitions_kept), and every task completes."""
+    from moto.stepfunctions.parser.asl.antlr.runtime.ASLParser import ASLParser
 
     from a2a_serverless import wiring
     from a2a_serverless.local.stack import LocalStack
     from a2a_serverless.models import SendMessageRequest
 
-    built: list[int] = []
-    original = Preprocessor.visitProgram_decl
+    parsed: list[int] = []
+    original = ASLParser.state_machine
 
-    def counted(self: Any, ctx: Any) -> Any:
-        built.append(1)
-        return original(self, ctx)
+    def counted(self: Any) -> Any:
+        parsed.append(1)
+        return original(self)
 
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(Preprocessor, "visitProgram_decl", counted)
+        monkeypatch.setattr(ASLParser, "state_machine", counted)
+        monkeypatch.setenv(moto_speedups.ENV, "all")  # the suite may run with them off
         with LocalStack(event_sources=False) as stack:
-            built.clear()  # creating the state machines parsed their definitions
+            parsed.clear()  # creating the state machines parsed their definitions
             service = wiring.get_service()
             states = []
             for n in range(4):
@@ -815,14 +734,12 @@ def test_a_stack_s_executions_build_their_program_once() -> None:
                         }
                     }
                 )
-                task = service.send_message("alice", request).task
+                task = service.sender.send(RequestContext.of_owner("alice"), request).task
                 assert task is not None and task.status is not None
                 states.append(task.status.state)
-                # The execution's thread gives the program back just after it ends.
                 wait_idle(stack)
-                time.sleep(0.2)
     assert states == ["TASK_STATE_COMPLETED"] * 4
-    assert len(built) == 1, built
+    assert parsed == [], parsed
 
 
 def test_a_dynamodb_body_without_blobs_is_read_as_moto_s_parser_reads_it(
@@ -848,8 +765,8 @@ def test_a_dynamodb_body_without_blobs_is_read_as_moto_s_parser_reads_it(
         )
 
     monkeypatch.setattr(DynamoHandler, "parse_parameters", moto_walk)
-    patches = moto_patches.Patches()
-    moto_patches.dynamodb_bodies_read_once(patches)
+    patches = Patches()
+    moto_speedups.dynamodb_bodies_read_once(patches)
     item = {
         **KEY,
         "n": {"N": "1.5"},

@@ -328,7 +328,7 @@ def _shard_records(stream_arn: str, start: int | None, limit: int) -> list[dict[
     shard = _moto_shard(stream_arn)
     if shard is None:
         return None
-    from a2a_serverless.local.moto_patches import DYNAMODB_LOCK
+    from a2a_serverless.local.patching import DYNAMODB_LOCK
 
     with DYNAMODB_LOCK:
         first = int(shard.starting_sequence_number)

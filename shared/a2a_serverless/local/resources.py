@@ -206,7 +206,7 @@ def create_functions(
     resources: dict[str, Any], resolver: Resolver, root: Path
 ) -> dict[str, FunctionSpec]:
     """Every AWS::Serverless::Function, as a moto function with placeholder code (the real
-    handlers run in-process: moto_patches.lambda_invoke), and its spec by logical id."""
+    handlers run in-process: moto_fidelity.lambda_invoke), and its spec by logical id."""
     role_arn = _create_role("a2a-local-lambda", "lambda.amazonaws.com")
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as zf:

@@ -1,8 +1,9 @@
 """Build the stack of template.yaml inside moto, in this process, and route HTTP like API Gateway.
 
 `LocalStack` is the orchestrator; the parts live beside it:
-- local/moto_patches.py: where moto differs from AWS (thread safety, transaction cost, FIFO
-  order) and the Lambda invoke that runs the real handlers in-process (moto would need Docker).
+- local/moto_fidelity.py: where moto answers differently from AWS (thread safety, FIFO order)
+  and the Lambda invoke that runs the real handlers in-process (moto would need Docker);
+  local/moto_speedups.py: where moto does more work than the answer needs (A2A_LOCAL_SPEEDUPS).
 - local/resources.py: table, queues, functions, state machine and the functions' environment,
   created from template.yaml (same properties). Step Functions executions run in moto's
   interpreter; their Lambda tasks reach `LocalStack._invoke`.
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from a2a_serverless.local import moto_patches, resources
+from a2a_serverless.local import moto_fidelity, moto_speedups, resources
 from a2a_serverless.local.admin import LocalAdmin
 from a2a_serverless.local.authorizers import GatewayResponses, Guard, LocalUsagePlan
 from a2a_serverless.local.calls import CALL_LOG_ENV, CallRecorder, acting_as
@@ -43,6 +44,7 @@ from a2a_serverless.local.gateway import (
     LambdaConcurrency,
 )
 from a2a_serverless.local.issuer import ISSUER_PATH, LOCAL_AUDIENCE, LocalIssuer
+from a2a_serverless.local.patching import Patches
 from a2a_serverless.local.resources import (
     ACCOUNT,
     REGION,
@@ -277,7 +279,7 @@ class LocalStack:
         self.functions: dict[str, FunctionSpec] = {}
         self.env: dict[str, str] = {}
         self._mock: Any = None
-        self._patches = moto_patches.Patches()
+        self._patches = Patches()
         self._earlier_threads: frozenset[threading.Thread] = frozenset()
         self._ready = False  # set once start() has put every resource and setting in place
         self._handlers: dict[str, Handler] = {}
@@ -299,6 +301,8 @@ class LocalStack:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> LocalStack:
+        moto_fidelity.check()  # raises before anything is set up
+        moto_speedups.chosen(os.environ.get(moto_speedups.ENV))  # an unknown name raises
         LocalStack._live.append(self)
         interval = _switch_interval()
         if interval is not None:
@@ -308,7 +312,7 @@ class LocalStack:
         if threshold is not None:
             self._saved_gc_threshold = gc.get_threshold()
             gc.set_threshold(threshold, *self._saved_gc_threshold[1:])
-        # Executions of earlier stacks may still run in these (moto_patches.lambda_invoke).
+        # Executions of earlier stacks may still run in these (moto_fidelity.lambda_invoke).
         self._earlier_threads = frozenset(threading.enumerate()) - {threading.main_thread()}
         bedrock_client, real_bedrock = _bedrock_client_factory()
         self._set_env(_BASE_ENV)
@@ -325,28 +329,12 @@ class LocalStack:
 
         self._patches.replace(bedrock, "new_client", bedrock_client)
         self._record_calls()
-        moto_patches.untracked_models(self._patches)
-        moto_patches.serialize_calls(self._patches)
-        moto_patches.direct_dynamodb_calls(self._patches)
-        moto_patches.dynamodb_bodies_read_once(self._patches)
-        moto_patches.parsed_conditions_kept(self._patches)
-        moto_patches.parsed_update_expressions_kept(self._patches)
-        moto_patches.processing_maps_kept(self._patches)
-        moto_patches.planned_updates(self._patches)
-        moto_patches.handler_methods_kept(self._patches)
-        moto_patches.cheap_transactions(self._patches)
-        moto_patches.transaction_placeholders_checked(self._patches)
-        moto_patches.indexed_queries(self._patches)
-        moto_patches.index_projections_direct(self._patches)
-        moto_patches.query_results_read_in_place(self._patches)
-        moto_patches.quick_response_values(self._patches)
-        moto_patches.attribute_values_written_directly(self._patches)
-        moto_patches.parsed_definitions_kept(self._patches)
-        moto_patches.programs_reused(self._patches)
-        moto_patches.parsed_json_paths_kept(self._patches)
-        moto_patches.shared_state_machine_clients(self._patches)
-        moto_patches.fifo_groups_in_order(self._patches)
-        moto_patches.cheap_queue_sends(self._patches)
+        moto_fidelity.untracked_models(self._patches)
+        moto_fidelity.empty_partitions_dropped(self._patches)
+        moto_fidelity.serialize_calls(self._patches)
+        moto_fidelity.fifo_groups_in_order(self._patches)
+        moto_fidelity.transaction_placeholders_checked(self._patches)
+        moto_speedups.apply(self._patches, os.environ.get(moto_speedups.ENV))
         template_resources = self.template["Resources"]
         resolver = self.resolver = Resolver(
             {**self.parameters, "AWS::Region": REGION, "AWS::AccountId": ACCOUNT},
@@ -359,7 +347,7 @@ class LocalStack:
         self.queues = resources.create_queues(template_resources, resolver)
         self.functions = resources.create_functions(template_resources, resolver, self.root)
         # Looked up per call: scripts/bench wraps `_invoke` of a started stack to count them.
-        moto_patches.lambda_invoke(
+        moto_fidelity.lambda_invoke(
             self._patches,
             lambda name, body, headers: self._invoke(name, body, headers),
             self._earlier_threads,
@@ -473,7 +461,7 @@ class LocalStack:
         # mock_aws has just reset boto3's default session: every client made from now on
         # (the functions', the pollers', moto's interpreter's) inherits this hook.
         recorder.attach(boto3._get_default_session().events)
-        moto_patches.state_machine_calls(self._patches, recorder, self._state_machine_roles)
+        moto_fidelity.state_machine_calls(self._patches, recorder, self._state_machine_roles)
 
     def _client(self, service: str) -> Any:
         return resources.client(service)

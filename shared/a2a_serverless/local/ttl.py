@@ -36,7 +36,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from a2a_serverless.local.moto_patches import DYNAMODB_LOCK
+from a2a_serverless.local.patching import DYNAMODB_LOCK
 
 logger = logging.getLogger(__name__)
 
