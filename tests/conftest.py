@@ -70,16 +70,127 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(f"(details: {IAM_REPORT})")
 
 
+class SharedStack:
+    """One in-process stack for consecutive tests that use it (`local_stack`, or `make_stack`
+    for a variant that is a setting), each seeing what a fresh one gives: the environment as
+    a start from the test's environment leaves it, then `LocalStack.reset`. Stopped before a
+    test that does not use it (a stack of its own must not find moto running)."""
+
+    def __init__(self) -> None:
+        self.stack: LocalStack | None = None
+        self.environ: dict[str, str] = {}  # as the stack's start left it
+        self.test_environ: dict[str, str] = {}  # as the current test began
+        self.outer: dict[str, str] = {}  # as the stack's start found it
+        self.set_aside_for: dict[str, str] | None = None  # the outer one, to restore
+        self.ready = False  # started or reset for the current test
+
+    def begin(self, uses: bool) -> None:
+        """Before any other fixture of a test (they may set a variant)."""
+        if not uses:
+            self.stop()
+        elif self.stack is not None:
+            _replace_environ(self.environ)
+        if self.set_aside_for is not None:  # what the last test's fixtures left behind
+            _replace_environ(self.set_aside_for)
+            self.set_aside_for = None
+        self.test_environ = dict(os.environ)
+        self.ready = False
+
+    def get(self) -> LocalStack:
+        """The stack, with the settings the test has set so far applied."""
+        if self.stack is None:
+            # Started from the environment the test began with, as if before its fixtures:
+            # later tests get back exactly that; the test's own settings go on top.
+            current = dict(os.environ)
+            _replace_environ(self.test_environ)
+            self.outer = dict(os.environ)
+            self.stack = LocalStack(event_sources=False).start()
+            self.environ = dict(os.environ)
+            for key in set(current) | set(self.test_environ):
+                if current.get(key) != self.test_environ.get(key):
+                    _set_or_unset(key, current.get(key))
+        elif not self.ready:
+            self.stack.reset()
+        self.ready = True
+        return self.stack
+
+    def only_settings_changed(self) -> bool:
+        """Whether every variable the test changed is a setting the wiring reads (a fresh
+        start reads others: credentials, the local stack's own switches)."""
+        from a2a_serverless.settings import Settings
+
+        names = {name.upper() for name in Settings.model_fields} | {"PYTEST_CURRENT_TEST"}
+        keys = set(os.environ) | set(self.test_environ)
+        return all(os.environ.get(k) == self.test_environ.get(k) or k in names for k in keys)
+
+    def refresh(self) -> LocalStack:
+        """After a setting changed: data, wiring and handlers rebuilt."""
+        stack = self.get()
+        stack.reset()
+        return stack
+
+    def set_aside(self) -> None:
+        """Stopped mid-test for a stack of the test's own: the variables the test set are
+        kept, and the next test begins from the environment this stack's start found (the
+        test's monkeypatch would restore this stack's values)."""
+        if self.stack is None:
+            return
+        current = dict(os.environ)
+        changed = {
+            key
+            for key in set(current) | set(self.test_environ)
+            if current.get(key) != self.test_environ.get(key)
+        }
+        self.stop()
+        for key in changed:
+            _set_or_unset(key, current.get(key))
+        self.set_aside_for = self.outer
+
+    def stop(self) -> None:
+        if self.stack is not None:
+            stack, self.stack = self.stack, None
+            stack.stop()
+
+
+def _set_or_unset(key: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value
+
+
+def _replace_environ(values: dict[str, str]) -> None:
+    for key in set(os.environ) - set(values):
+        del os.environ[key]
+    os.environ.update(values)
+
+
+SHARED = SharedStack()
+
+
+@pytest.fixture(autouse=True)
+def _shared_stack_between_tests(request: pytest.FixtureRequest) -> None:
+    """The first fixture of every test: the shared stack made ready for a test that may use
+    it, stopped for one that does not."""
+    SHARED.begin(uses=bool({"local_stack", "make_stack"} & set(request.fixturenames)))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_stack_per_module() -> Iterator[None]:
+    """One stack per module at most: a module's own fixtures may start stacks of theirs."""
+    SHARED.stop()
+    yield
+    SHARED.stop()
+
+
 @pytest.fixture
-def local_stack() -> Iterator[LocalStack]:
-    """A fresh in-process stack (table, queues, state machine, handlers) per test, without the
-    event-source pollers: call budgets must see only the operation under test. Tests of the
-    stream and queue mappings use `stack_with_event_sources`."""
-    stack = LocalStack(event_sources=False).start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
+def local_stack() -> LocalStack:
+    """The in-process stack (table, queues, state machine, handlers) as a fresh one is, without
+    the event-source pollers: call budgets must see only the operation under test. Shared by
+    consecutive tests (SharedStack); settings that fixtures set before this one apply (wiring
+    and handlers are rebuilt from the environment). Tests of the stream and queue mappings
+    use `stack_with_event_sources`."""
+    return SHARED.get()
 
 
 @pytest.fixture

@@ -14,12 +14,13 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import pytest
@@ -313,25 +314,110 @@ def dev_server_running(
         assert "local stack stopped" in server.output(), server.output()
 
 
+@dataclass(frozen=True)
+class ServerConfig:
+    """What a `scripts/dev` server is started with; servers of equal configuration are one."""
+
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+class ServerPool:
+    """`scripts/dev` servers by configuration, shared by every module that asks for one: a
+    server starts when a test first needs its configuration and stops (SIGINT, checked as
+    `dev_server_running` checks it) after the last test of the run that needs it."""
+
+    def __init__(self) -> None:
+        self.running: dict[ServerConfig, tuple[DevServer, contextlib.ExitStack]] = {}
+        self.last_user: dict[ServerConfig, str] = {}  # config -> nodeid of its last test
+
+    def get(
+        self, config: ServerConfig, name: str, tmp_path_factory: pytest.TempPathFactory
+    ) -> DevServer:
+        if config not in self.running:
+            stack = contextlib.ExitStack()
+            server = stack.enter_context(
+                dev_server_running(
+                    tmp_path_factory.mktemp(name), args=config.args, env=dict(config.env)
+                )
+            )
+            self.running[config] = (server, stack)
+        return self.running[config][0]
+
+    def plan(self, items: list[pytest.Item]) -> None:
+        """Each configuration's last test: one whose fixtures hold its server, or any test of
+        a module that defines a fixture for it (`request.getfixturevalue` is not seen ahead).
+        The default server runs for the whole session."""
+        self.last_user = {}
+        for item in items:
+            module = getattr(getattr(item, "module", None), "__name__", "")
+            configs = set(SERVER_MODULES.get(module, ()))
+            fixtureinfo = getattr(item, "_fixtureinfo", None)
+            for defs in fixtureinfo.name2fixturedefs.values() if fixtureinfo else ():
+                configs.update(getattr(d.func, SERVER_CONFIG, None) for d in defs)
+            for config in configs - {None, ServerConfig()}:
+                self.last_user[config] = item.nodeid
+
+    def done(self, item: pytest.Item) -> None:
+        """Stop the servers no test after `item` needs."""
+        for config, nodeid in self.last_user.items():
+            if nodeid == item.nodeid:
+                self.stop(config)
+
+    def stop(self, config: ServerConfig) -> None:
+        if config in self.running:
+            _, stack = self.running.pop(config)
+            stack.close()
+
+    def stop_all(self) -> None:
+        errors = []
+        for config in reversed(list(self.running)):
+            try:
+                self.stop(config)
+            except BaseException as exc:  # stop the others; report the first
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+POOL = ServerPool()
+SERVER_CONFIG = "_a2a_server_config"
+SERVER_MODULES: dict[str, set[ServerConfig]] = {}  # module -> configurations it defines
+
+
 def server_fixture(
-    name: str,
-    *,
-    args: tuple[str, ...] = (),
-    env: dict[str, str] | None = None,
-    scope: Literal["session", "module"] = "module",
+    name: str, *, args: tuple[str, ...] = (), env: dict[str, str] | None = None
 ) -> Any:
-    """A fixture running `scripts/dev` with these settings for the module (or session); its
-    log goes to a temporary folder called `name`."""
+    """A fixture giving the `scripts/dev` server of these settings from the pool (one process
+    per configuration for the whole run); its log goes to a temporary folder called `name`."""
+    config = ServerConfig(tuple(args), tuple(sorted((env or {}).items())))
+    SERVER_MODULES.setdefault(sys._getframe(1).f_globals["__name__"], set()).add(config)
 
-    @pytest.fixture(scope=scope)
-    def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-        with dev_server_running(tmp_path_factory.mktemp(name), args=args, env=env) as made:
-            yield made
+    def server(tmp_path_factory: pytest.TempPathFactory) -> DevServer:
+        return POOL.get(config, name, tmp_path_factory)
 
-    return server
+    setattr(server, SERVER_CONFIG, config)
+    return pytest.fixture(scope="module")(server)
 
 
-dev_server = server_fixture("dev-server", scope="session")
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    POOL.plan(items)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    POOL.done(item)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _servers_stopped() -> Iterator[None]:
+    """Whatever the pool still runs (a run cut short) stops before the session's checks."""
+    yield
+    POOL.stop_all()
+
+
+dev_server = server_fixture("dev-server")
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.e2e.conftest import DevServer, checked_async_client, dev_server_running
+from tests.e2e.conftest import DevServer, checked_async_client, server_fixture
 from tests.e2e.rpc import v03_only
 
 pytestmark = pytest.mark.e2e
@@ -83,12 +83,17 @@ class SigV4(httpx.Auth):
         yield request
 
 
+NO_CACHE = ("--param", "AuthCacheTtlSeconds=0")
+apikey_server = server_fixture("dev-auth-ApiKey", args=("--param", "Auth=ApiKey", *NO_CACHE))
+jwt_server = server_fixture("dev-auth-Jwt", args=("--param", "Auth=Jwt", *NO_CACHE))
+# Iam has no authorizer, so no cache to turn off: the auth modes' Iam server.
+iam_server = server_fixture("dev-auth-Iam", args=("--param", "Auth=Iam"))
+
+
 @pytest.fixture(scope="module", params=["ApiKey", "Jwt", "Iam"])
-def auth_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def auth_server(request: pytest.FixtureRequest) -> Any:
     mode = request.param
-    args = ("--param", f"Auth={mode}", "--param", "AuthCacheTtlSeconds=0")
-    with dev_server_running(tmp_path_factory.mktemp(f"dev-auth-{mode}"), args=args) as server:
-        yield mode, server
+    return mode, request.getfixturevalue(f"{mode.lower()}_server")
 
 
 def make_credential(mode: str, server: DevServer, name: str) -> tuple[str, Any]:

@@ -97,7 +97,10 @@ def test_page_token_does_not_cross_owners(raw: RawFactory) -> None:
 # Deduplication is off by default (DedupeWindowSeconds 0): the retry tests run on a server with
 # a 10-minute window.
 
-dedupe_server = server_fixture("dev-dedupe", env={"DEDUPE_WINDOW_SECONDS": "600"})
+# The push module's settings (one server for both; the retry base does not touch dedupe).
+dedupe_server = server_fixture(
+    "dev-dedupe", env={"PUSH_RETRY_BASE_SECONDS": "1", "DEDUPE_WINDOW_SECONDS": "600"}
+)
 
 
 @pytest.fixture

@@ -55,7 +55,11 @@ WAIT_SECONDS = 30.0
 # the real authorizer in front of every route) each principal's own API key. The rest of the
 # module is the same for both.
 
-apikey_server = server_fixture("dev-isolation-apikey", args=("--param", "Auth=ApiKey"))
+# The auth modes' ApiKey server (one process for the three modules that need one).
+apikey_server = server_fixture(
+    "dev-isolation-apikey",
+    args=("--param", "Auth=ApiKey", "--param", "AuthCacheTtlSeconds=5"),
+)
 
 
 @pytest.fixture(params=["open", "ApiKey"])

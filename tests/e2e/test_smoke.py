@@ -384,7 +384,10 @@ def test_a_buffered_stream_fails(fake_agent: FakeAgent, mode: str, status: str) 
 
 # -- keys, then the smoke with the key: the operator's path on Auth=ApiKey ------------------------
 
-apikey_server = server_fixture("smoke-apikey", args=("--param", "Auth=ApiKey"))
+# The auth modes' ApiKey server (one process for the three modules that need one).
+apikey_server = server_fixture(
+    "smoke-apikey", args=("--param", "Auth=ApiKey", "--param", "AuthCacheTtlSeconds=5")
+)
 
 
 def test_a_key_from_the_command_passes_the_smoke(apikey_server: DevServer) -> None:

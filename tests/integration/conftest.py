@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from a2a_serverless.local.stack import LocalStack
+from tests.conftest import SHARED
 from tests.integration.harness import A2A, wait_idle
 
 
@@ -25,13 +26,28 @@ def local_stack(_fast_blocking_polls: None, local_stack: LocalStack) -> Iterator
     wait_idle(local_stack)
 
 
+# Template parameters that only set a function's environment variable: a variant of them runs
+# on the shared stack with the variable set (wiring and handlers are rebuilt from it).
+SETTING_PARAMETERS = {"Flow": "FLOW"}
+
+
 @pytest.fixture
-def make_stack() -> Iterator[Callable[..., LocalStack]]:
-    """A stack with template parameters (e.g. {"Flow": "module:attr"}); one per test."""
+def make_stack(
+    _fast_blocking_polls: None, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., LocalStack]]:
+    """A stack with template parameters (e.g. {"Flow": "module:attr"}): the shared stack
+    with the setting for a parameter that is one (when the test changed no variable but
+    settings), else a stack of its own."""
     stacks: list[LocalStack] = []
 
     def make(**parameters: str) -> LocalStack:
-        stack = LocalStack(parameters=parameters, event_sources=False).start()
+        if set(parameters) <= set(SETTING_PARAMETERS) and SHARED.only_settings_changed():
+            for name, value in parameters.items():
+                monkeypatch.setenv(SETTING_PARAMETERS[name], value)
+            stack = SHARED.refresh()
+        else:
+            SHARED.set_aside()  # its resources have the names this stack's will have
+            stack = LocalStack(parameters=parameters, event_sources=False).start()
         stacks.append(stack)
         return stack
 
@@ -41,7 +57,8 @@ def make_stack() -> Iterator[Callable[..., LocalStack]]:
             wait_idle(stack)
     finally:
         for stack in reversed(stacks):
-            stack.stop()
+            if stack is not SHARED.stack:
+                stack.stop()
 
 
 @pytest.fixture

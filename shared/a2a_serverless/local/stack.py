@@ -27,6 +27,7 @@ import os
 import re
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -63,7 +64,12 @@ from a2a_serverless.local.template import (
     template_settings,
     with_settings,
 )
-from a2a_serverless.local.ttl import Sweeper, local_ttl_shift
+from a2a_serverless.local.ttl import (
+    Sweeper,
+    drop_finished_executions,
+    forget_finished_threads,
+    local_ttl_shift,
+)
 
 # Names other modules import from here.
 __all__ = [
@@ -442,6 +448,52 @@ class LocalStack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def reset(self, timeout: float = 30.0) -> None:
+        """Back to what `start()` gives, without restarting moto: running executions waited
+        for, then empty tables, queues and execution lists, fresh settings, wiring and handler
+        modules. Only for a stack without event sources; the environment is the caller's."""
+        if not self._ready or self.resolver is None or self.sweeper is None:
+            raise RuntimeError("the local stack is not started")
+        if self.event_source_mode != "off":
+            raise RuntimeError("reset() needs a stack started with event_sources=False")
+        sfn = self._client("stepfunctions")
+        deadline = time.monotonic() + timeout
+        for machine in sfn.list_state_machines()["stateMachines"]:
+            arn = machine["stateMachineArn"]
+            while sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"executions of {arn} still running after {timeout} s")
+                time.sleep(0.02)
+        if self.recorder is not None:
+            self.recorder.armed = False  # the stack's own calls, as in start()
+        db, sqs = self._client("dynamodb"), self._client("sqs")
+        for table in self._tables():
+            db.delete_table(TableName=table.name)
+        for logical_id, url in self.queues.items():
+            sqs.delete_queue(QueueUrl=url)
+            self.resolver.refs.pop(logical_id, None)  # its dead-letter target is created first
+            for attribute in ("Arn", "QueueName", "QueueUrl"):
+                self.resolver.attributes.pop(f"{logical_id}.{attribute}", None)
+        template_resources = self.template["Resources"]
+        # Recreated, not emptied: new stream, TTL clocks and speed-up indexes, as at start.
+        resources.create_tables(template_resources, self.resolver)
+        self.queues = resources.create_queues(template_resources, self.resolver)
+        drop_finished_executions(keep=0)
+        forget_finished_threads()
+        self.sweeper = Sweeper(
+            self._tables,
+            self._stream_read_up_to,
+            shift=self.sweeper.shift,
+            retention_seconds=self.sweeper.retention_seconds,
+        )
+        self._handlers.clear()
+        self._apps.clear()
+        from a2a_serverless import wiring
+
+        wiring.reset()
+        if self.recorder is not None:
+            self.recorder.armed = True
 
     def _set_env(self, values: dict[str, str]) -> None:
         for key, value in values.items():
