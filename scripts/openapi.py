@@ -249,6 +249,26 @@ def _param(name: str, where: str, schema: dict[str, Any], description: str) -> d
     return param
 
 
+def _operation(
+    operation_id: str,
+    summary: str,
+    parameters: list[dict[str, Any]],
+    ok: dict[str, Any],
+    errors: tuple[int, ...],
+    body: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One operation: `ok` is its 200 response, `errors` the statuses it answers itself."""
+    operation: dict[str, Any] = {
+        "operationId": operation_id,
+        "summary": summary,
+        "parameters": parameters,
+    }
+    if body is not None:
+        operation["requestBody"] = body
+    operation["responses"] = {"200": ok, **_errors(*errors)}
+    return operation
+
+
 def _paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
     def out(model: type[BaseModel]) -> str:
         return names[(model.__name__, "serialization")]
@@ -312,132 +332,114 @@ def _paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
             }
         },
         "/extendedAgentCard": {
-            "get": {
-                "operationId": "GetExtendedAgentCard",
-                "summary": "The extended Agent Card of an authenticated caller",
-                "parameters": [version],
-                "responses": {
-                    "200": _ok("The extended Agent Card", out(a2a.AgentCard)),
-                    **_errors(400, 401),
-                },
-            }
+            "get": _operation(
+                "GetExtendedAgentCard",
+                "The extended Agent Card of an authenticated caller",
+                [version],
+                _ok("The extended Agent Card", out(a2a.AgentCard)),
+                (400, 401),
+            )
         },
         "/message:send": {
-            "post": {
-                "operationId": "SendMessage",
-                "summary": "Send a message; answers the task (or a message) when it settles, "
+            "post": _operation(
+                "SendMessage",
+                "Send a message; answers the task (or a message) when it settles, "
                 "or at once with `configuration.returnImmediately`",
-                "parameters": [version],
-                "requestBody": _body(inp(a2a.SendMessageRequest)),
-                "responses": {
-                    "200": _ok("The task or message", out(a2a.SendMessageResponse)),
-                    **_errors(400, 404, 413, 415),
-                },
-            }
+                [version],
+                _ok("The task or message", out(a2a.SendMessageResponse)),
+                (400, 404, 413, 415),
+                body=_body(inp(a2a.SendMessageRequest)),
+            )
         },
         "/message:stream": {
-            "post": {
-                "operationId": "SendStreamingMessage",
-                "summary": "Send a message and stream the task's events (Server-Sent Events)",
-                "parameters": [version],
-                "requestBody": _body(inp(a2a.SendMessageRequest)),
-                "responses": {
-                    "200": _stream("The task, then its status and artifact updates."),
-                    **_errors(400, 404, 413, 415),
-                },
-            }
+            "post": _operation(
+                "SendStreamingMessage",
+                "Send a message and stream the task's events (Server-Sent Events)",
+                [version],
+                _stream("The task, then its status and artifact updates."),
+                (400, 404, 413, 415),
+                body=_body(inp(a2a.SendMessageRequest)),
+            )
         },
         "/tasks": {
-            "get": {
-                "operationId": "ListTasks",
-                "summary": "The caller's tasks, newest status first, page by page",
-                "parameters": list_params,
-                "responses": {
-                    "200": _ok("One page of tasks", out(a2a.ListTasksResponse)),
-                    **_errors(400),
-                },
-            }
+            "get": _operation(
+                "ListTasks",
+                "The caller's tasks, newest status first, page by page",
+                list_params,
+                _ok("One page of tasks", out(a2a.ListTasksResponse)),
+                (400,),
+            )
         },
         "/tasks/{id}": {
-            "get": {
-                "operationId": "GetTask",
-                "summary": "One task: status, artifacts and history",
-                "parameters": [version, task_id, history],
-                "responses": {"200": _ok("The task", out(a2a.Task)), **_errors(400, 404)},
-            }
+            "get": _operation(
+                "GetTask",
+                "One task: status, artifacts and history",
+                [version, task_id, history],
+                _ok("The task", out(a2a.Task)),
+                (400, 404),
+            )
         },
         "/tasks/{id}:cancel": {
-            "post": {
-                "operationId": "CancelTask",
-                "summary": "Cancel a task that has not settled (of a body, only `tenant` is read)",
-                "parameters": [version, task_id],
-                "responses": {"200": _ok("The canceled task", out(a2a.Task)), **_errors(404, 409)},
-            }
+            "post": _operation(
+                "CancelTask",
+                "Cancel a task that has not settled (of a body, only `tenant` is read)",
+                [version, task_id],
+                _ok("The canceled task", out(a2a.Task)),
+                (404, 409),
+            )
         },
         "/tasks/{id}:subscribe": {
-            "post": {
-                "operationId": "SubscribeToTask",
-                "summary": "Stream the events of a task that has not ended (Server-Sent Events)",
-                "parameters": [version, task_id],
-                "responses": {
-                    "200": _stream("The task as it is now, then its updates."),
-                    **_errors(404, 409),
-                },
-            },
+            "post": _operation(
+                "SubscribeToTask",
+                "Stream the events of a task that has not ended (Server-Sent Events)",
+                [version, task_id],
+                _stream("The task as it is now, then its updates."),
+                (404, 409),
+            ),
             # The proto's HTTP rule for SubscribeToTask is this GET; POST is served too.
-            "get": {
-                "operationId": "SubscribeToTaskByGet",
-                "summary": "SubscribeToTask by the proto's GET rule: the same stream as the POST",
-                "parameters": [version, task_id],
-                "responses": {
-                    "200": _stream("The task as it is now, then its updates."),
-                    **_errors(404, 409),
-                },
-            },
+            "get": _operation(
+                "SubscribeToTaskByGet",
+                "SubscribeToTask by the proto's GET rule: the same stream as the POST",
+                [version, task_id],
+                _stream("The task as it is now, then its updates."),
+                (404, 409),
+            ),
         },
         "/tasks/{id}/pushNotificationConfigs": {
-            "post": {
-                "operationId": "CreateTaskPushNotificationConfig",
-                "summary": "Register a webhook for the task's updates",
-                "parameters": [version, task_id],
-                "requestBody": _body(inp(a2a.TaskPushNotificationConfig)),
-                "responses": {
-                    "200": _ok("The config, with its id", out(a2a.TaskPushNotificationConfig)),
-                    **_errors(400, 404, 413, 415),
-                },
-            },
-            "get": {
-                "operationId": "ListTaskPushNotificationConfigs",
-                "summary": "The task's webhooks",
-                "parameters": [version, task_id],
-                "responses": {
-                    "200": _ok("The configs", out(a2a.ListTaskPushNotificationConfigsResponse)),
-                    **_errors(400, 404),
-                },
-            },
+            "post": _operation(
+                "CreateTaskPushNotificationConfig",
+                "Register a webhook for the task's updates",
+                [version, task_id],
+                _ok("The config, with its id", out(a2a.TaskPushNotificationConfig)),
+                (400, 404, 413, 415),
+                body=_body(inp(a2a.TaskPushNotificationConfig)),
+            ),
+            "get": _operation(
+                "ListTaskPushNotificationConfigs",
+                "The task's webhooks",
+                [version, task_id],
+                _ok("The configs", out(a2a.ListTaskPushNotificationConfigsResponse)),
+                (400, 404),
+            ),
         },
         "/tasks/{id}/pushNotificationConfigs/{configId}": {
-            "get": {
-                "operationId": "GetTaskPushNotificationConfig",
-                "summary": "One of the task's webhooks",
-                "parameters": [version, task_id, config_id],
-                "responses": {
-                    "200": _ok("The config", out(a2a.TaskPushNotificationConfig)),
-                    **_errors(400, 404),
+            "get": _operation(
+                "GetTaskPushNotificationConfig",
+                "One of the task's webhooks",
+                [version, task_id, config_id],
+                _ok("The config", out(a2a.TaskPushNotificationConfig)),
+                (400, 404),
+            ),
+            "delete": _operation(
+                "DeleteTaskPushNotificationConfig",
+                "Remove one of the task's webhooks",
+                [version, task_id, config_id],
+                {
+                    "description": "Deleted (an empty object)",
+                    "content": _json_content({"type": "object", "maxProperties": 0}),
                 },
-            },
-            "delete": {
-                "operationId": "DeleteTaskPushNotificationConfig",
-                "summary": "Remove one of the task's webhooks",
-                "parameters": [version, task_id, config_id],
-                "responses": {
-                    "200": {
-                        "description": "Deleted (an empty object)",
-                        "content": _json_content({"type": "object", "maxProperties": 0}),
-                    },
-                    **_errors(400, 404),
-                },
-            },
+                (400, 404),
+            ),
         },
     }
 

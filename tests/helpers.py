@@ -1,11 +1,18 @@
-"""Helpers shared by the integration and e2e suites (no fixtures, no stack: plain builders)."""
+"""Helpers shared by the test suites (no fixtures, no stack: plain builders)."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+from a2a.types import Message as SdkMessage
+from a2a.types import Part as SdkPart
+from a2a.types import Role as SdkRole
+
+from a2a_serverless.core.tasklog import status_event
 from a2a_serverless.flows import StepContext
+from a2a_serverless.models import Message, TaskState, TaskStatus
+from a2a_serverless.store import TaskRecord
 
 
 def user_message(
@@ -26,6 +33,55 @@ def user_message(
     if context_id:
         message["contextId"] = context_id
     return message
+
+
+def fake_aws_env(monkeypatch: Any) -> None:
+    """Test credentials and a region in the environment, as a function has them."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def add_submitted_task(store: Any, message: Message) -> TaskRecord:
+    """Create task t-1 (context c-1, owner alice, turn 1) in `store`, submitted with `message`."""
+    status = TaskStatus(state=TaskState.SUBMITTED)
+    record = TaskRecord(
+        task_id="t-1",
+        context_id="c-1",
+        owner="alice",
+        state=TaskState.SUBMITTED,
+        status=status,
+        status_seq=1,
+        turn=1,
+        execution="t-1-1",
+    )
+    store.create_task(record, message, status_event(record, status), None)
+    return record
+
+
+class NoExecutions:
+    """An executor for flow-worker tests that start no execution."""
+
+    def start(self, task_id: str, turn: int, context: object = None) -> str:  # pragma: no cover
+        raise AssertionError("not started here")
+
+    def stop(self, name: str, cause: str) -> None:
+        pass
+
+
+def sdk_user_message(text: str, *, task_id: str = "", context_id: str = "") -> SdkMessage:
+    """A user Message of the a2a-sdk (its protobuf type) with one text part."""
+    return SdkMessage(
+        role=SdkRole.ROLE_USER,
+        message_id=f"msg-{uuid.uuid4().hex}",
+        parts=[SdkPart(text=text)],
+        task_id=task_id,
+        context_id=context_id,
+    )
 
 
 def artifact_chunk(

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from a2a import types as a2a_types
 from a2a.compat.v0_3 import types as v03_types
@@ -247,6 +247,24 @@ def _stream_end(state: str | None, awaiting_work: bool) -> tuple[bool, bool]:
     return False, False
 
 
+_Event = TypeVar("_Event", "SseFrame", "RpcEvent")
+
+
+def _opening_task_event(events: list[_Event], complete: bool) -> _Event | None:
+    """A stream's first event when it is a Task (the rest must update it); None when there is
+    no event (allowed only in an incomplete body) or it is a Message, alone in its stream."""
+    if complete:
+        assert events, "a stream must carry at least one event"
+    if not events:
+        return None
+    first = events[0]
+    assert first.kind in ("task", "message"), f"first event must be a Task or Message: {first.line}"
+    if first.kind == "message":
+        assert len(events) == 1, "a Message-only stream carries exactly one event"
+        return None
+    return first
+
+
 def check_sse_frames(
     body: bytes | str, *, complete: bool, method: str = "POST", path: str = ""
 ) -> list[SseFrame]:
@@ -264,14 +282,8 @@ def check_sse_frames(
     frames = split_sse(body, complete=complete)
     events = [f for f in frames if not f.is_comment]
     SSE_CHECKED.append((method, path, len(events), len(frames) - len(events), complete))
-    if complete:
-        assert events, "a stream must carry at least one event"
-    if not events:
-        return frames
-    first = events[0]
-    assert first.kind in ("task", "message"), f"first event must be a Task or Message: {first.line}"
-    if first.kind == "message":
-        assert len(events) == 1, "a Message-only stream carries exactly one event"
+    first = _opening_task_event(events, complete)
+    if first is None:
         return frames
     assert first.payload is not None
     task = first.payload["task"]
@@ -650,14 +662,8 @@ def check_jsonrpc_sse(
         (request.version, request.method, len(events), len(items) - len(events), complete)
     )
     assert request.method in (RPC_V10_STREAMS if request.version == "1.0" else RPC_V03_STREAMS)
-    if complete:
-        assert events, "a stream must carry at least one event"
-    if not events:
-        return items
-    first = events[0]
-    assert first.kind in ("task", "message"), f"first event must be a Task or Message: {first.line}"
-    if first.kind == "message":
-        assert len(events) == 1, "a Message-only stream carries exactly one event"
+    first = _opening_task_event(events, complete)
+    if first is None:
         return items
     awaiting = (
         request.method in ("SubscribeToTask", "tasks/resubscribe")

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 import pytest
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     Message,
-    Part,
     Role,
     SendMessageRequest,
     StreamResponse,
@@ -26,7 +24,7 @@ from a2a.types import (
 )
 
 from tests.e2e.conftest import CARD_PATH, DevServer, checked_async_client, server_fixture
-from tests.e2e.rpc import sdk_client
+from tests.e2e.rpc import SdkAgent, sdk_client
 from tests.e2e.sdk_sample_executor import (
     ASK_NAME,
     CANCEL_LOG,
@@ -34,6 +32,7 @@ from tests.e2e.sdk_sample_executor import (
     WORKING,
     greeting_chunks,
 )
+from tests.helpers import sdk_user_message
 
 pytestmark = pytest.mark.e2e
 
@@ -42,14 +41,9 @@ sdk_server = server_fixture("sdk-executor", args=("--flow", "tests.e2e.sdk_sampl
 INTERFACES = ["JSONRPC 1.0", "HTTP+JSON 1.0"]
 
 
-def user_message(text: str, *, task_id: str = "", context_id: str = "") -> Message:
-    return Message(
-        role=Role.ROLE_USER,
-        message_id=f"msg-{uuid.uuid4().hex}",
-        parts=[Part(text=text)],
-        task_id=task_id,
-        context_id=context_id,
-    )
+async def sent(agent: SdkAgent, message: Message) -> list[StreamResponse]:
+    """Every response of one send_message (a non-streaming client gives one)."""
+    return [r async for r in agent.client.send_message(SendMessageRequest(message=message))]
 
 
 def text_of(parts: object) -> str:
@@ -71,18 +65,15 @@ async def test_the_card_comes_from_the_flow(sdk_server: DevServer) -> None:
 @pytest.mark.parametrize("interface", INTERFACES)
 async def test_multi_turn_non_streaming(sdk_server: DevServer, interface: str) -> None:
     async with sdk_client(sdk_server.base_url, interface, streaming=False) as agent:
-        [first] = [
-            r
-            async for r in agent.client.send_message(SendMessageRequest(message=user_message("hi")))
-        ]
+        [first] = await sent(agent, sdk_user_message("hi"))
         assert first.WhichOneof("payload") == "task"
         task = first.task
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert text_of(task.status.message.parts) == ASK_NAME
         assert task.status.message.role == Role.ROLE_AGENT
 
-        answer = user_message("Ada", task_id=task.id, context_id=task.context_id)
-        [second] = [r async for r in agent.client.send_message(SendMessageRequest(message=answer))]
+        answer = sdk_user_message("Ada", task_id=task.id, context_id=task.context_id)
+        [second] = await sent(agent, answer)
         done = second.task
         assert done.id == task.id
         assert done.status.state == TaskState.TASK_STATE_COMPLETED
@@ -100,16 +91,13 @@ async def test_multi_turn_streaming_artifact_in_chunks(
     sdk_server: DevServer, interface: str
 ) -> None:
     async with sdk_client(sdk_server.base_url, interface, streaming=True) as agent:
-        first = [
-            e
-            async for e in agent.client.send_message(SendMessageRequest(message=user_message("hi")))
-        ]
+        first = await sent(agent, sdk_user_message("hi"))
         assert first[0].WhichOneof("payload") == "task"
         task = first[0].task
         assert states(first)[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
         assert text_of(first[-1].status_update.status.message.parts) == ASK_NAME
 
-        answer = user_message("Grace", task_id=task.id, context_id=task.context_id)
+        answer = sdk_user_message("Grace", task_id=task.id, context_id=task.context_id)
         events: list[StreamResponse] = []
         arrivals: list[float] = []
         async for event in agent.client.send_message(SendMessageRequest(message=answer)):
@@ -150,8 +138,7 @@ async def test_a_message_answer_is_a_direct_reply(
     sdk_server: DevServer, interface: str, streaming: bool
 ) -> None:
     async with sdk_client(sdk_server.base_url, interface, streaming=streaming) as agent:
-        request = SendMessageRequest(message=user_message("ping"))
-        responses = [r async for r in agent.client.send_message(request)]
+        responses = await sent(agent, sdk_user_message("ping"))
     assert [r.WhichOneof("payload") for r in responses] == ["message"]
     reply = responses[0].message
     assert reply.role == Role.ROLE_AGENT and text_of(reply.parts) == "pong"
@@ -170,12 +157,9 @@ async def test_cancel_of_a_running_task_reaches_the_executors_cancel(
     sdk_server: DevServer, interface: str
 ) -> None:
     async with sdk_client(sdk_server.base_url, interface, streaming=True) as agent:
-        first = [
-            e
-            async for e in agent.client.send_message(SendMessageRequest(message=user_message("hi")))
-        ]
+        first = await sent(agent, sdk_user_message("hi"))
         task = first[0].task
-        answer = user_message("Linus", task_id=task.id, context_id=task.context_id)
+        answer = sdk_user_message("Linus", task_id=task.id, context_id=task.context_id)
         events: list[StreamResponse] = []
         canceled: Task | None = None
         async for event in agent.client.send_message(SendMessageRequest(message=answer)):

@@ -32,8 +32,6 @@ from typing import Any
 import httpx
 import pytest
 from a2a.types import (
-    Message,
-    Part,
     Role,
     SendMessageRequest,
     StreamResponse,
@@ -54,6 +52,7 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.flows_for_tests import TIMED_CHUNKS, TIMED_INTERVAL_SECONDS
 from tests.e2e.test_wire import message_body, reason_of, violations_of
+from tests.helpers import sdk_user_message
 
 pytestmark = pytest.mark.e2e
 
@@ -250,16 +249,6 @@ async def final_task(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
     return response.json()
 
 
-def user_message(text: str, *, task_id: str = "", context_id: str = "") -> Message:
-    return Message(
-        role=Role.ROLE_USER,
-        message_id=f"msg-{uuid.uuid4().hex}",
-        parts=[Part(text=text)],
-        task_id=task_id,
-        context_id=context_id,
-    )
-
-
 def sdk_text(events: list[StreamResponse]) -> str:
     """Reassemble an SDK stream: the Task's artifacts, then the artifact updates."""
     assert events[0].WhichOneof("payload") == "task"
@@ -445,7 +434,7 @@ async def test_subscribe_to_an_interrupted_task_closes_when_it_is_canceled(
 
 async def test_sdk_streaming_send_message(streaming_agent: Agent) -> None:
     text = "sdk stream [slow=1]"
-    request = SendMessageRequest(message=user_message(text))
+    request = SendMessageRequest(message=sdk_user_message(text))
     events: list[StreamResponse] = []
     arrivals: list[float] = []
     async for event in streaming_agent.client.send_message(request):
@@ -486,14 +475,17 @@ async def test_sdk_subscribe_follows_a_running_task(streaming_agent: Agent) -> N
 async def test_sdk_streaming_multi_turn(streaming_agent: Agent) -> None:
     sdk = streaming_agent.client
     first = [
-        e async for e in sdk.send_message(SendMessageRequest(message=user_message("draft [input]")))
+        e
+        async for e in sdk.send_message(
+            SendMessageRequest(message=sdk_user_message("draft [input]"))
+        )
     ]
     assert first[0].WhichOneof("payload") == "task"
     task = first[0].task
     assert sdk_states(first)[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
     assert first[-1].status_update.status.message.role == Role.ROLE_AGENT
 
-    answer = user_message("more words", task_id=task.id, context_id=task.context_id)
+    answer = sdk_user_message("more words", task_id=task.id, context_id=task.context_id)
     second = [e async for e in sdk.send_message(SendMessageRequest(message=answer))]
     assert second[0].WhichOneof("payload") == "task"
     assert second[0].task.id == task.id
@@ -506,13 +498,13 @@ async def test_sdk_streaming_multi_turn(streaming_agent: Agent) -> None:
 
 async def test_sdk_stream_errors_are_typed(streaming_agent: Agent) -> None:
     sdk = streaming_agent.client
-    done = [e async for e in sdk.send_message(SendMessageRequest(message=user_message("done")))]
+    done = [e async for e in sdk.send_message(SendMessageRequest(message=sdk_user_message("done")))]
     task = done[0].task
     with pytest.raises(a2a_errors.UnsupportedOperationError):
         _ = [e async for e in sdk.subscribe(SubscribeToTaskRequest(id=task.id))]
     with pytest.raises(a2a_errors.TaskNotFoundError):
         _ = [e async for e in sdk.subscribe(SubscribeToTaskRequest(id=str(uuid.uuid4())))]
-    again = user_message("again", task_id=task.id, context_id=task.context_id)
+    again = sdk_user_message("again", task_id=task.id, context_id=task.context_id)
     with pytest.raises(a2a_errors.UnsupportedOperationError):
         _ = [e async for e in sdk.send_message(SendMessageRequest(message=again))]
 

@@ -402,6 +402,14 @@ def send_text(client: httpx.Client, text: str, **configuration: Any) -> dict[str
     return task
 
 
+def add_push_config(client: httpx.Client, task_id: str, config: dict[str, Any]) -> str:
+    """Create a push config of the task; its id."""
+    response = client.post(f"/tasks/{task_id}/pushNotificationConfigs", json=config, headers=V10)
+    assert response.status_code == 200, response.text
+    created: str = response.json()["id"]
+    return created
+
+
 @dataclass
 class Bystanders:
     """Another owner's tasks, made before the fuzz run, and their bytes then."""
@@ -431,23 +439,19 @@ class Bystanders:
         assert not changed, {n: (self.before[n][:400], after[n][:400]) for n in changed}
 
 
-@contextlib.contextmanager
-def bystanders_of(server: DevServer) -> Iterator[Bystanders]:
-    client = client_for(server, f"bystander-{uuid.uuid4().hex}")
+@pytest.fixture(scope="module")
+def bystanders(fuzz_server: DevServer) -> Iterator[Bystanders]:
+    """Another owner's tasks on the fuzz server, made before a module's fuzz run."""
+    client = client_for(fuzz_server, f"bystander-{uuid.uuid4().hex}")
     try:
         done = send_text(client, "a finished task")
         waiting = send_text(client, "waiting for you [input]")
         hooked = send_text(client, "one with a webhook [input]")
         assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
         assert waiting["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", waiting
-        config = client.post(
-            f"/tasks/{hooked['id']}/pushNotificationConfigs",
-            json={"url": "http://127.0.0.1:9/bystander-hook", "token": "bystander-secret"},
-            headers=V10,
-        )
-        assert config.status_code == 200, config.text
-        made = Bystanders(client, [done["id"], waiting["id"], hooked["id"]], [], {})
-        made.config_ids.append(config.json()["id"])
+        config = {"url": "http://127.0.0.1:9/bystander-hook", "token": "bystander-secret"}
+        config_id = add_push_config(client, hooked["id"], config)
+        made = Bystanders(client, [done["id"], waiting["id"], hooked["id"]], [config_id], {})
         made.before = made.snapshot()
         yield made
     finally:

@@ -31,11 +31,10 @@ from tests.e2e.conftest import DevServer
 from tests.fuzz.conftest import (
     A2A_JSON_TYPE,
     JSON_TYPE,
-    V10,
     Bystanders,
+    add_push_config,
     assert_service_works,
     assert_tasks_settle,
-    bystanders_of,
     client_for,
     exchange,
     fuzz_settings,
@@ -664,12 +663,6 @@ def rpc_requests(draw: st.DrawFn, ids: Ids, version: str) -> Request:
 
 
 @pytest.fixture(scope="module")
-def bystanders(fuzz_server: DevServer) -> Iterator[Bystanders]:
-    with bystanders_of(fuzz_server) as made:
-        yield made
-
-
-@pytest.fixture(scope="module")
 def fuzzer(fuzz_server: DevServer, bystanders: Bystanders) -> Iterator[tuple[httpx.Client, Ids]]:
     """The fuzzing owner's client, and the ids to draw: its own tasks (completed,
     input-required, one with a push config) and the bystanders'."""
@@ -677,15 +670,10 @@ def fuzzer(fuzz_server: DevServer, bystanders: Bystanders) -> Iterator[tuple[htt
         done = send_text(client, "mine, finished")
         waiting = send_text(client, "mine, waiting [input]")
         hooked = send_text(client, "mine, hooked [input]")
-        config = client.post(
-            f"/tasks/{hooked['id']}/pushNotificationConfigs",
-            json={"url": "http://127.0.0.1:9/mine"},
-            headers=V10,
-        )
-        assert config.status_code == 200, config.text
+        config_id = add_push_config(client, hooked["id"], {"url": "http://127.0.0.1:9/mine"})
         ids = Ids(
             [done["id"], waiting["id"], hooked["id"]],
-            [config.json()["id"]],
+            [config_id],
             bystanders.task_ids,
             bystanders.config_ids,
         )

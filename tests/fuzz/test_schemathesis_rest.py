@@ -39,11 +39,10 @@ from schemathesis.core.result import Ok
 
 from tests.e2e.conftest import DevServer
 from tests.fuzz.conftest import (
-    V10,
     Bystanders,
+    add_push_config,
     assert_service_works,
     assert_tasks_settle,
-    bystanders_of,
     client_for,
     exchange,
     fuzz_settings,
@@ -79,12 +78,6 @@ def _strategy(operation: schemathesis.APIOperation) -> st.SearchStrategy[Any]:
     return st.one_of(positive, operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))
 
 
-@pytest.fixture(scope="module")
-def bystanders(fuzz_server: DevServer) -> Iterator[Bystanders]:
-    with bystanders_of(fuzz_server) as made:
-        yield made
-
-
 @dataclass
 class Fuzzer:
     client: httpx.Client
@@ -98,17 +91,12 @@ def fuzzer(fuzz_server: DevServer, bystanders: Bystanders) -> Iterator[Fuzzer]:
     with client_for(fuzz_server, f"schemathesis-{uuid.uuid4().hex}") as client:
         done = send_text(client, "mine, finished")
         waiting = send_text(client, "mine, waiting [input]")
-        config = client.post(
-            f"/tasks/{waiting['id']}/pushNotificationConfigs",
-            json={"url": "http://127.0.0.1:9/mine"},
-            headers=V10,
-        )
-        assert config.status_code == 200, config.text
+        config_id = add_push_config(client, waiting["id"], {"url": "http://127.0.0.1:9/mine"})
         yield Fuzzer(
             client,
             {
                 "id": [done["id"], waiting["id"], *bystanders.task_ids],
-                "configId": [config.json()["id"], *bystanders.config_ids],
+                "configId": [config_id, *bystanders.config_ids],
             },
         )
 

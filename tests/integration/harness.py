@@ -349,6 +349,20 @@ def header(stack: LocalStack, task_id: str) -> dict[str, Any]:
     )["Item"]
 
 
+def one_header_deleted(
+    stack: LocalStack, client: A2A, context_id: str
+) -> tuple[str, dict[str, Any]]:
+    """Two settled tasks of `client` in `context_id`, then the second one's header item
+    deleted as a TTL expiry would: the id of the task kept and the deleted item."""
+    kept = client.send("stays", context_id=context_id).task["id"]
+    gone = client.send("goes", context_id=context_id).task["id"]
+    wait_idle(stack)
+    assert list_totals(client, context_id) == (2, 2, 2)
+    old = header(stack, gone)
+    ddb().delete_item(TableName=table(stack), Key={"pk": old["pk"], "sk": old["sk"]})
+    return kept, old
+
+
 def event_log(stack: LocalStack, task_id: str) -> list[tuple[int, dict[str, Any]]]:
     """(seq, StreamResponse JSON) for every `E#` item of the task and every event its header
     stands for (the first ones, which have no items: `keys.header_events`), in seq order."""

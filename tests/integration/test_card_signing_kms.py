@@ -19,18 +19,13 @@ from a2a_serverless.core.card import CardFactory
 from a2a_serverless.core.card_signing import CardSigningError
 from a2a_serverless.flows.echo import EchoFlow
 from a2a_serverless.settings import Settings
+from tests.helpers import fake_aws_env
 from tests.unit.test_card_signing import BASE, RichFlow, rich_settings, verify
 
 
 @pytest.fixture
 def kms(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    fake_aws_env(monkeypatch)
     with mock_aws():
         yield boto3.client("kms", region_name="us-east-1")
 

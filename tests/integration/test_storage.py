@@ -20,6 +20,7 @@ from tests.integration.harness import (
     header,
     item_size,
     list_totals,
+    one_header_deleted,
     partition,
     scan,
     table,
@@ -224,13 +225,7 @@ def test_a_ttl_removed_task_leaves_total_size(local_stack: LocalStack, alice: A2
 
     from a2a_serverless import wiring
 
-    kept = alice.send("stays", context_id="ctx-ttl").task["id"]
-    gone = alice.send("goes", context_id="ctx-ttl").task["id"]
-    wait_idle(local_stack)
-
-    assert list_totals(alice, "ctx-ttl") == (2, 2, 2)
-    old = header(local_stack, gone)
-    ddb().delete_item(TableName=table(local_stack), Key={"pk": old["pk"], "sk": old["sk"]})
+    kept, old = one_header_deleted(local_stack, alice, "ctx-ttl")
     record = DynamoDBRecord(
         {
             "eventName": "REMOVE",

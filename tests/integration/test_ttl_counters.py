@@ -17,7 +17,15 @@ from moto.dynamodb.models import dynamodb_backends
 from a2a_serverless.local.events import StreamMapping, passes
 from a2a_serverless.local.stack import LocalStack
 from a2a_serverless.local.ttl import LOCAL_TTL_ENV
-from tests.integration.harness import A2A, REGION, ddb, header, list_totals, table, wait_idle
+from tests.integration.harness import (
+    A2A,
+    REGION,
+    ddb,
+    list_totals,
+    one_header_deleted,
+    table,
+    wait_idle,
+)
 from tests.integration.test_event_sources import Function, pump, stream_arn, template_filters
 
 TTL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
@@ -60,13 +68,7 @@ def test_the_sender_takes_an_expired_task_off_the_counters_once(
     from a2a_serverless.handlers import webhook_sender
 
     handler = webhook_sender.create()
-    kept = alice.send("stays", context_id="ctx-exp").task["id"]
-    gone = alice.send("goes", context_id="ctx-exp").task["id"]
-    wait_idle(local_stack)
-
-    assert list_totals(alice, "ctx-exp") == (2, 2, 2)
-    old = header(local_stack, gone)
-    ddb().delete_item(TableName=table(local_stack), Key={"pk": old["pk"], "sk": old["sk"]})
+    kept, old = one_header_deleted(local_stack, alice, "ctx-exp")
     # Someone's own delete of the header is not an expiry: the counters stay.
     assert handler({"Records": [_removal(old, None, "10")]}, None) == {"batchItemFailures": []}
     assert list_totals(alice, "ctx-exp") == (2, 2, 2)

@@ -25,14 +25,14 @@ from a2a.types import TaskState as SdkState
 
 from a2a_serverless.core.query import TaskQueries
 from a2a_serverless.core.tail import PollPolicy
-from a2a_serverless.core.tasklog import status_event
 from a2a_serverless.flows import Flow, FlowCanceled, OutcomeKind, ReplyContext, StepContext
 from a2a_serverless.flows.a2a_sdk import STATE_KEY, ExecutorFlow, request_context
 from a2a_serverless.flows.base import ArtifactChunk
 from a2a_serverless.flows.runtime import FlowWorker
-from a2a_serverless.models import Caller, Message, Part, TaskState, TaskStatus
+from a2a_serverless.models import Caller, Message, Part, TaskState
 from a2a_serverless.store import TaskRecord
 from tests.fakes import InMemoryTaskStore
+from tests.helpers import NoExecutions, add_submitted_task
 
 Execute = Callable[[RequestContext, EventQueue], Awaitable[None]]
 
@@ -370,27 +370,7 @@ def test_cancel_that_raises_still_stops_the_step() -> None:
 
 
 def add_task(store: InMemoryTaskStore) -> TaskRecord:
-    status = TaskStatus(state=TaskState.SUBMITTED)
-    record = TaskRecord(
-        task_id="t-1",
-        context_id="c-1",
-        owner="alice",
-        state=TaskState.SUBMITTED,
-        status=status,
-        status_seq=1,
-        turn=1,
-        execution="t-1-1",
-    )
-    store.create_task(record, user("hi"), status_event(record, status), None)
-    return record
-
-
-class NoExecutions:
-    def start(self, task_id: str, turn: int, context: object = None) -> str:  # pragma: no cover
-        raise AssertionError("not started here")
-
-    def stop(self, name: str, cause: str) -> None:
-        pass
+    return add_submitted_task(store, user("hi"))
 
 
 def test_cancel_task_reaches_cancel_through_the_flow_worker() -> None:

@@ -16,7 +16,6 @@ from botocore.stub import Stubber
 
 from a2a_serverless.core.query import TaskQueries
 from a2a_serverless.core.tail import PollPolicy
-from a2a_serverless.core.tasklog import status_event
 from a2a_serverless.flows import FlowCanceled, OutcomeKind, StepContext
 from a2a_serverless.flows.base import ArtifactChunk
 from a2a_serverless.flows.bedrock import (
@@ -25,10 +24,10 @@ from a2a_serverless.flows.bedrock import (
     conversation,
 )
 from a2a_serverless.flows.runtime import FlowWorker
-from a2a_serverless.models import Message, Part, Role, TaskState, TaskStatus
+from a2a_serverless.models import Message, Part, Role, TaskState
 from a2a_serverless.settings import get_settings
-from a2a_serverless.store import TaskRecord
 from tests.fakes import InMemoryTaskStore
+from tests.helpers import NoExecutions, add_submitted_task
 
 MODEL = "us.amazon.nova-lite-v1:0"
 
@@ -497,26 +496,7 @@ def test_client_is_made_lazily_with_adaptive_retries_and_a_long_read_timeout() -
 
 
 def add_task(store: InMemoryTaskStore, text: str) -> None:
-    status = TaskStatus(state=TaskState.SUBMITTED)
-    record = TaskRecord(
-        task_id="t-1",
-        context_id="c-1",
-        owner="alice",
-        state=TaskState.SUBMITTED,
-        status=status,
-        status_seq=1,
-        turn=1,
-        execution="t-1-1",
-    )
-    store.create_task(record, user(text), status_event(record, status), None)
-
-
-class NoExecutions:
-    def start(self, task_id: str, turn: int, context: object = None) -> str:  # pragma: no cover
-        raise AssertionError("not started here")
-
-    def stop(self, name: str, cause: str) -> None:
-        pass
+    add_submitted_task(store, user(text))
 
 
 def test_a_turn_through_the_flow_worker_completes_with_the_streamed_artifact() -> None:

@@ -43,6 +43,7 @@ from a2a_serverless.flows.echo import EchoFlow
 from a2a_serverless.models import AgentExtension, AgentSkill, Caller
 from a2a_serverless.settings import Settings
 from tests.asgi_client import AsgiClient
+from tests.helpers import fake_aws_env
 
 BASE = "https://agent.example/prod"
 
@@ -373,13 +374,7 @@ def test_der_signatures_become_fixed_width_r_and_s() -> None:
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Credentials and a region in the environment, as a function has them (no AWS call)."""
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    fake_aws_env(monkeypatch)
 
 
 def test_the_configured_key_picks_the_signer(aws_env: None) -> None:

@@ -14,6 +14,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "a2a_serverless"
 
+CORE_AND_BELOW = {"models", "store", "core", "settings", "observability"}
+COMPOSED = CORE_AND_BELOW | {"auth", "aws", "flows", "push"}  # what wiring composes
 # What each layer may import of the package (besides itself). settings and observability are
 # leaf modules every layer may use; wiring composes everything and only entry points use it.
 ALLOWED: dict[str, set[str]] = {
@@ -26,45 +28,13 @@ ALLOWED: dict[str, set[str]] = {
     "auth": {"models", "store", "settings"},
     # AWS adapters of core's interfaces (Step Functions, KMS, API Gateway usage plans).
     "aws": {"models", "core", "auth", "settings", "observability"},
-    "flows": {"models", "store", "core", "settings", "observability"},
-    "push": {"models", "store", "core", "settings", "observability"},
+    "flows": CORE_AND_BELOW,
+    "push": CORE_AND_BELOW,
     "bindings": {"models", "core", "settings", "observability"},
-    "wiring": {
-        "models",
-        "store",
-        "core",
-        "auth",
-        "aws",
-        "flows",
-        "push",
-        "settings",
-        "observability",
-    },
-    "local": {
-        "models",
-        "store",
-        "core",
-        "auth",
-        "aws",
-        "flows",
-        "push",
-        "bindings",
-        "settings",
-        "wiring",
-    },
+    "wiring": COMPOSED,
+    "local": COMPOSED - {"observability"} | {"bindings", "wiring"},
     # The functions' entry code (functions/<name>/app.py binds it): the top, like wiring's users.
-    "handlers": {
-        "models",
-        "store",
-        "core",
-        "auth",
-        "flows",
-        "push",
-        "bindings",
-        "settings",
-        "observability",
-        "wiring",
-    },
+    "handlers": COMPOSED - {"aws"} | {"bindings", "wiring"},
     # The command (dev-only, like local): serves the local stack, scaffolds projects, manages a
     # deployed stack's API keys (the same code the authorizer and the store run).
     "cli": {"local", "settings", "models", "store", "core", "auth", "aws"},

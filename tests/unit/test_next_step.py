@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from a2a_serverless.core.executor import TurnContext
-from a2a_serverless.core.tasklog import status_event, transition
+from a2a_serverless.core.tasklog import transition
 from a2a_serverless.flows import Outcome, StepContext
 from a2a_serverless.flows.base import load_flow
 from a2a_serverless.flows.runtime import FlowWorker, NextStepNotStarted, _failure_text
-from a2a_serverless.models import Message, TaskState, TaskStatus
-from a2a_serverless.store import TaskRecord
+from a2a_serverless.models import Message, TaskState
 from tests.fakes import InMemoryTaskStore
+from tests.helpers import add_submitted_task
 
 
 class Starts:
@@ -42,21 +42,10 @@ def two_steps(ctx: StepContext) -> Outcome:
 
 def _store() -> InMemoryTaskStore:
     store = InMemoryTaskStore()
-    status = TaskStatus(state=TaskState.SUBMITTED)
-    record = TaskRecord(
-        task_id="t-1",
-        context_id="c-1",
-        owner="alice",
-        state=TaskState.SUBMITTED,
-        status=status,
-        status_seq=1,
-        turn=1,
-        execution="t-1-1",
-    )
     message = Message.model_validate(
         {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "go"}]}
     )
-    store.create_task(record, message, status_event(record, status), None)
+    add_submitted_task(store, message)
     return store
 
 

@@ -41,6 +41,7 @@ from a2a_serverless.bindings.keepalive import send_response
 from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.connections import Connection, unbounded
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.service import A2AService, ConnectionKind, StreamStart, scoped
 from a2a_serverless.models import (
     A2AModel,
@@ -250,8 +251,14 @@ def _not_modified(request: Request, etag: str, modified_at: datetime) -> bool:
 # -- SendMessage / SendStreamingMessage ------------------------------------------------------
 
 
-async def _send_request(request: Request) -> SendMessageRequest:
-    return validated(SendMessageRequest, await read_json_body(request))
+async def _send_request(
+    service: A2AService, request: Request
+) -> tuple[SendMessageRequest, RequestContext]:
+    """The send's body and its context: the caller, scoped to the body's tenant, and the
+    extensions it activates."""
+    send_request = validated(SendMessageRequest, await read_json_body(request))
+    who = scoped_caller(request, send_request.tenant)
+    return send_request, service.context(who, requested_extensions(request))
 
 
 def send_router(service: A2AService) -> APIRouter:
@@ -259,12 +266,10 @@ def send_router(service: A2AService) -> APIRouter:
 
     @_route(router, "POST", "/message:send")
     async def send_message(request: Request) -> Response:
-        send_request = await _send_request(request)
         # Refusals raise here, before any wait: their status and body are the usual ones.
-        who = scoped_caller(request, send_request.tenant)
-        context = service.context(who, requested_extensions(request))
+        send_request, context = await _send_request(service, request)
         connection = await _connect(
-            service, who, ConnectionKind.BLOCKING, service.blocks(send_request)
+            service, context.caller, ConnectionKind.BLOCKING, service.blocks(send_request)
         )
 
         async def respond() -> Response:
@@ -322,12 +327,10 @@ def stream_router(service: A2AService) -> APIRouter:
 
     @_route(router, "POST", "/message:stream")
     async def send_streaming_message(request: Request) -> Response:
-        send_request = await _send_request(request)
-        who = scoped_caller(request, send_request.tenant)
-        context = service.context(who, requested_extensions(request))
+        send_request, context = await _send_request(service, request)
         return await _streamed(
             service,
-            who,
+            context.caller,
             ConnectionKind.STREAM,
             lambda: service.sender.open_stream(context, send_request),
             list(context.extensions),
@@ -439,6 +442,12 @@ def _body_tenant(body: dict[str, Any] | None) -> str | None:
 # -- Push notification configs -------------------------------------------------------------
 
 
+def _config_path(request: Request) -> tuple[str, str, str]:
+    """The caller's owner, then the task and config ids of a push config's path."""
+    params = request.path_params
+    return scoped_caller(request).owner, params["task_id"], params["config_id"]
+
+
 def push_router(push: PushService) -> APIRouter:
     router = _versioned_router()
     configs = "/tasks/{task_id}/pushNotificationConfigs"
@@ -461,18 +470,12 @@ def push_router(push: PushService) -> APIRouter:
 
     @_route(router, "GET", configs + "/{config_id}")
     async def get_push_config(request: Request) -> Response:
-        task_id = request.path_params["task_id"]
-        config_id = request.path_params["config_id"]
-        owner = scoped_caller(request).owner
-        config = await run_in_threadpool(push.get, owner, task_id, config_id)
+        config = await run_in_threadpool(push.get, *_config_path(request))
         return render(request, config)
 
     @_route(router, "DELETE", configs + "/{config_id}")
     async def delete_push_config(request: Request) -> Response:
-        task_id = request.path_params["task_id"]
-        config_id = request.path_params["config_id"]
-        owner = scoped_caller(request).owner
-        await run_in_threadpool(push.delete, owner, task_id, config_id)
+        await run_in_threadpool(push.delete, *_config_path(request))
         return JSONResponse({}, media_type=response_media_type(request))  # protobuf Empty
 
     return router

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from a2a_serverless.flows.base import Flow, Outcome, StepContext
 from a2a_serverless.models import AgentSkill, Message, Part, Role
@@ -180,6 +180,15 @@ def classify(error: BaseException, model_id: str) -> BedrockFailure | None:
             f"The call to Amazon Bedrock failed ({type(error).__name__}).", type(error).__name__
         )
     return None
+
+
+def _raise_as_failure(error: Exception, model_id: str, what: str) -> NoReturn:
+    """Raise the failure `error` means (`classify`), logged as `what`; a bug as it is."""
+    failure = classify(error, model_id)
+    if failure is None:
+        raise error
+    logger.warning("%s: %s", what, error)
+    raise failure from None
 
 
 # Error members of the ConverseStream output union; botocore raises them as EventStreamError,
@@ -390,11 +399,7 @@ class BedrockFlow(Flow):
         try:
             response = self.client.converse_stream(**request)
         except Exception as error:
-            failure = classify(error, model_id)
-            if failure is None:
-                raise
-            logger.warning("ConverseStream refused: %s", error)
-            raise failure from None
+            _raise_as_failure(error, model_id, "ConverseStream refused")
         stream = response["stream"]
         answer = _Answer()
         try:
@@ -483,11 +488,7 @@ def _events(stream: Iterable[dict[str, Any]], model_id: str) -> Iterator[dict[st
         except StopIteration:
             return
         except Exception as error:
-            failure = classify(error, model_id)
-            if failure is None:
-                raise
-            logger.warning("ConverseStream failed while streaming: %s", error)
-            raise failure from None
+            _raise_as_failure(error, model_id, "ConverseStream failed while streaming")
         for name in _STREAM_ERRORS:
             if name in event:
                 logger.warning("ConverseStream error event %s: %s", name, event[name])
