@@ -215,7 +215,7 @@ def test_the_layer_ships_the_projects_requirements_under_the_constraints(tmp_pat
     python = tmp_path / "SharedLayer" / "python"
     assert (python / "tinydep" / "__init__.py").read_text() == 'VERSION = "1.0"\n'  # the pin
     assert (python / "my_agent" / "flow.py").is_file()
-    assert (python / "a2a_serverless" / "functions" / "stream.py").is_file()
+    assert (python / "a2a_serverless" / "handlers" / "stream.py").is_file()
     assert not (python / "a2a_serverless" / "local").exists()
 
     # The user's edit of a pin wins.
