@@ -96,3 +96,37 @@ def artifact_chunk(
         last_chunk=index == count - 1,
         **extra,
     )
+
+
+def create_indexed_table(
+    client: Any,
+    table: str,
+    index: str,
+    index_hash: str,
+    projection: dict[str, Any] | None = None,
+    **extra: Any,
+) -> None:
+    """An on-demand DynamoDB table keyed pk/sk with one global index `index` keyed
+    `index_hash`/gsk (projection: all attributes unless given); `extra` goes to create_table."""
+    client.create_table(
+        TableName=table,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", index_hash, "gsk")
+        ],
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": index,
+                "KeySchema": [
+                    {"AttributeName": index_hash, "KeyType": "HASH"},
+                    {"AttributeName": "gsk", "KeyType": "RANGE"},
+                ],
+                "Projection": projection or {"ProjectionType": "ALL"},
+            }
+        ],
+        **extra,
+    )

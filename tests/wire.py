@@ -27,20 +27,17 @@ from jsonschema import Draft7Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
+from a2a_serverless.cli import smoke
+
 A2A_DOMAIN = "a2a-protocol.org"
 _TASK_PATH = re.compile(r"^/tasks/[^/]+$")
 _CONFIGS_PATH = re.compile(r"^/tasks/[^/]+/pushNotificationConfigs$")
 _CONFIG_PATH = re.compile(r"^/tasks/[^/]+/pushNotificationConfigs/[^/]+$")
 
-EVENT_STREAM = "text/event-stream"
-# A stream closes after one of these (spec §3.1.2, §11.7: terminal or interrupted).
-TERMINAL_STATES = {
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_REJECTED",
-}
-SETTLED_STATES = TERMINAL_STATES | {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
+# A stream closes after one of SETTLED_STATES (spec §3.1.2, §11.7: terminal or interrupted).
+EVENT_STREAM = smoke.EVENT_STREAM
+TERMINAL_STATES = smoke.TERMINAL_STATES
+SETTLED_STATES = smoke.SETTLED_STATES
 
 # Every response body the suite checked, for the closing count test.
 CHECKED: list[tuple[str, str, int]] = []

@@ -58,10 +58,10 @@ def rpc_request_of(request: httpx.Request) -> wire.RpcRequest | None:
     return wire.rpc_request(request.content, version)
 
 
-def _check(source: str, response: httpx.Response) -> None:
+def _check(source: str, response: httpx.Response, path: str | None = None) -> None:
+    """Record and strictly check one read response, routed by `path` (the request's by default)."""
     request = response.request
-    path = request.url.path
-    _seen(source, response)
+    path = _seen(source, response, path)
     try:
         rpc = rpc_request_of(request)
         if rpc is not None:
@@ -155,18 +155,21 @@ def _is_event_stream(response: httpx.Response) -> bool:
     return response.headers.get("content-type", "").startswith(wire.EVENT_STREAM)
 
 
-def _seen(source: str, response: httpx.Response) -> None:
+def _seen(source: str, response: httpx.Response, path: str | None = None) -> str:
+    """Record the exchange under `path` (the request's by default) and return that path."""
     request = response.request
     rpc = rpc_request_of(request)
+    path = request.url.path if path is None else path
     SEEN.append(
         Seen(
             source,
             request.method,
-            request.url.path,
+            path,
             response.status_code,
             f"{rpc.version} {rpc.method}" if rpc is not None else None,
         )
     )
+    return path
 
 
 def _headers(principal: str | None, version: str | None) -> dict[str, str]:

@@ -21,15 +21,7 @@ from a2a.types import GetTaskRequest, ListTasksRequest, Role, SendMessageRequest
 
 from tests import wire
 from tests.e2e import conftest
-from tests.e2e.conftest import (
-    CHECK_FAILURES,
-    SEEN,
-    DevServer,
-    Seen,
-    new_principal,
-    rpc_request_of,
-    server_fixture,
-)
+from tests.e2e.conftest import DevServer, new_principal, server_fixture
 from tests.e2e.test_push import Receiver, receiver, violations_of
 from tests.wire import without_tenant
 
@@ -44,29 +36,11 @@ tenant_server = server_fixture("tenants", args=("--param", f"Tenant={TENANT}"))
 
 
 def _record(source: str, response: httpx.Response) -> str:
-    request = response.request
-    rpc = rpc_request_of(request)
-    path = without_tenant(request.url.path)
-    label = f"{rpc.version} {rpc.method}" if rpc is not None else None
-    SEEN.append(Seen(source, request.method, path, response.status_code, label))
-    return path
+    return conftest._seen(source, response, without_tenant(response.request.url.path))
 
 
 def _check(source: str, response: httpx.Response) -> None:
-    request = response.request
-    path = _record(source, response)
-    try:
-        rpc = rpc_request_of(request)
-        if rpc is not None:
-            wire.check_jsonrpc_response(rpc, response.status_code, response.content)
-        else:
-            wire.check_response(request.method, path, response.status_code, response.content)
-    except Exception as exc:
-        CHECK_FAILURES.append(
-            f"{source} {request.method} {request.url} -> {response.status_code}: {exc!r} "
-            f"body={response.content[:500]!r}"
-        )
-        raise
+    conftest._check(source, response, without_tenant(response.request.url.path))
 
 
 def _tee(source: str, response: httpx.Response) -> conftest._SseTee:

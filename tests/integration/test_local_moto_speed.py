@@ -16,6 +16,7 @@ from moto import mock_aws
 
 from a2a_serverless.local import moto_speedups
 from a2a_serverless.local.patching import Patches
+from tests.helpers import create_indexed_table
 
 TABLE = "speed"
 
@@ -36,27 +37,7 @@ def projection(request: pytest.FixtureRequest) -> dict[str, Any]:
 def db(projection: dict[str, Any]) -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[
-                {"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "g1pk", "gsk")
-            ],
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            GlobalSecondaryIndexes=[
-                {
-                    "IndexName": "byOwner",
-                    "KeySchema": [
-                        {"AttributeName": "g1pk", "KeyType": "HASH"},
-                        {"AttributeName": "gsk", "KeyType": "RANGE"},
-                    ],
-                    "Projection": projection,
-                }
-            ],
-        )
+        create_indexed_table(client, TABLE, "byOwner", "g1pk", projection)
         yield client
 
 

@@ -23,6 +23,7 @@ from moto import mock_aws
 from a2a_serverless.core.context import RequestContext
 from a2a_serverless.local import moto_fidelity, moto_speedups
 from a2a_serverless.local.patching import Patches
+from tests.helpers import create_indexed_table
 from tests.integration.harness import wait_idle
 from tests.scripts import load_script
 
@@ -62,29 +63,11 @@ def _moto(patch: Callable[[Patches], None] | None) -> Iterator[Any]:
             patch(patches)
         try:
             client = boto3.client("dynamodb", region_name="us-east-1")
-            client.create_table(
-                TableName=TABLE,
-                BillingMode="PAY_PER_REQUEST",
-                AttributeDefinitions=[
-                    {"AttributeName": "pk", "AttributeType": "S"},
-                    {"AttributeName": "sk", "AttributeType": "S"},
-                    {"AttributeName": "gpk", "AttributeType": "S"},
-                    {"AttributeName": "gsk", "AttributeType": "S"},
-                ],
-                KeySchema=[
-                    {"AttributeName": "pk", "KeyType": "HASH"},
-                    {"AttributeName": "sk", "KeyType": "RANGE"},
-                ],
-                GlobalSecondaryIndexes=[
-                    {
-                        "IndexName": "byG",
-                        "KeySchema": [
-                            {"AttributeName": "gpk", "KeyType": "HASH"},
-                            {"AttributeName": "gsk", "KeyType": "RANGE"},
-                        ],
-                        "Projection": {"ProjectionType": "ALL"},
-                    }
-                ],
+            create_indexed_table(
+                client,
+                TABLE,
+                "byG",
+                "gpk",
                 StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
             )
             yield client
@@ -629,38 +612,37 @@ def test_bench_stored_tasks_go_in_and_come_out_again() -> None:
             assert items - after == len(keys)
 
 
-def test_a_stack_runs_with_its_switch_interval_and_restores_the_interpreter_s(
-    monkeypatch: Any,
+@pytest.mark.parametrize("setting", ["switch interval", "gc threshold"])
+def test_a_stack_runs_with_its_interpreter_setting_and_restores_the_interpreter_s(
+    monkeypatch: Any, setting: str
 ) -> None:
+    import gc
     import sys
 
     from a2a_serverless.local import stack as local_stack
 
-    before = sys.getswitchinterval()
-    monkeypatch.delenv(local_stack.SWITCH_INTERVAL_ENV, raising=False)
+    # (its environment variable, how to read it, what the stack sets from the value before)
+    cases: dict[str, tuple[str, Callable[[], Any], Callable[[Any], Any]]] = {
+        "switch interval": (
+            local_stack.SWITCH_INTERVAL_ENV,
+            sys.getswitchinterval,
+            lambda _: pytest.approx(local_stack.SWITCH_INTERVAL_SECONDS),
+        ),
+        "gc threshold": (
+            local_stack.GC_THRESHOLD_ENV,
+            gc.get_threshold,
+            lambda before: (local_stack.GC_THRESHOLD, *before[1:]),
+        ),
+    }
+    env, read, by_the_stack = cases[setting]
+    before = read()
+    monkeypatch.delenv(env, raising=False)
     with local_stack.LocalStack(event_sources=False):
-        assert sys.getswitchinterval() == pytest.approx(local_stack.SWITCH_INTERVAL_SECONDS)
-    assert sys.getswitchinterval() == before
-    monkeypatch.setenv(local_stack.SWITCH_INTERVAL_ENV, "0")  # the interpreter's own
+        assert read() == by_the_stack(before)
+    assert read() == before
+    monkeypatch.setenv(env, "0")  # the interpreter's own
     with local_stack.LocalStack(event_sources=False):
-        assert sys.getswitchinterval() == before
-
-
-def test_a_stack_runs_with_its_gc_threshold_and_restores_the_interpreter_s(
-    monkeypatch: Any,
-) -> None:
-    import gc
-
-    from a2a_serverless.local import stack as local_stack
-
-    before = gc.get_threshold()
-    monkeypatch.delenv(local_stack.GC_THRESHOLD_ENV, raising=False)
-    with local_stack.LocalStack(event_sources=False):
-        assert gc.get_threshold() == (local_stack.GC_THRESHOLD, *before[1:])
-    assert gc.get_threshold() == before
-    monkeypatch.setenv(local_stack.GC_THRESHOLD_ENV, "0")  # the interpreter's own
-    with local_stack.LocalStack(event_sources=False):
-        assert gc.get_threshold() == before
+        assert read() == before
 
 
 def test_a_transaction_item_with_an_unused_placeholder_is_refused_as_dynamodb_does() -> None:

@@ -1,15 +1,8 @@
 """`a2a-serverless`: the command of the package (pyproject [project.scripts]).
 
-- `dev`: the local stack (moto, no Docker) for a flow of the current folder, `--reload` on edits.
-- `invoke FUNCTION EVENT.json`: one function of the template on one event, in-process (the
-  Docker-free `sam local invoke`), the Web Adapter functions through their HTTP path.
-- `new DIR`: an agent project of your own that deploys with this package.
-- `keys`, `smoke URL`, `doctor`: operate a deployed agent (API keys, the post-deploy check, the
-  pre-deploy check of the account and region).
-
-The subcommands' modules are imported only when run (keys, smoke and doctor load their
-libraries then), so `--help` answers at once. Dev-only:
-shared/Makefile leaves this package out of the Lambda layer.
+Subcommands: `dev` (local stack), `invoke` (one function on one event), `new` (scaffold a
+project), `keys`, `smoke`, `doctor` (operate a deployed agent). Their modules are imported
+only when run, so `--help` is fast. Dev-only: not in the Lambda layer.
 """
 
 from __future__ import annotations
@@ -19,7 +12,7 @@ import sys
 
 
 def parser() -> argparse.ArgumentParser:
-    from a2a_serverless.local.__main__ import add_stack_arguments
+    from a2a_serverless.local.__main__ import add_param_argument, add_stack_arguments
 
     top = argparse.ArgumentParser(
         prog="a2a-serverless",
@@ -50,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     invoke.add_argument("function", metavar="FUNCTION")
     invoke.add_argument("event", metavar="EVENT.json", help="the event file ('-': stdin)")
     invoke.add_argument("--flow", help="module:attribute of the flow (default: the template's)")
-    invoke.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    add_param_argument(invoke)
     invoke.add_argument("--template", help="the template.yaml (default: ./template.yaml)")
     invoke.add_argument(
         "--url",

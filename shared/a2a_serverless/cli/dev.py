@@ -1,12 +1,8 @@
 """`a2a-serverless dev`: the local stack for the project in the current folder.
 
-The stack is the one of ./template.yaml (a project made by `a2a-serverless new`, or this
-repository), else of the template packaged with the command, set up in a temporary folder
-with its functions' entry files. `--reload` runs the server in a child process and starts a
-new one when a .py file under the current folder changes (a poll of modification times: no
-dependency, and an edit saved by any editor is seen). Without the package's `local` extra
-(moto, PyYAML, uvicorn) `dev` and `invoke` say which module is missing and the command that
-installs it, and exit 2.
+Serves ./template.yaml, else the packaged template; `--reload` restarts a child server when a
+.py file under the folder changes. Without the `local` extra, `dev` and `invoke` name the
+missing module and its install command, exit 2.
 """
 
 from __future__ import annotations

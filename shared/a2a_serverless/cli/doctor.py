@@ -1,9 +1,7 @@
-"""`a2a-serverless doctor`: what can be known before `sam deploy`, checked with your AWS
-credentials against the template and its parameters (./template.yaml, else the packaged one;
-defaults, then --param NAME=VALUE as `sam deploy --parameter-overrides` gives them).
+"""`a2a-serverless doctor`: before `sam deploy`, check the account and region against the
+template (./template.yaml, else the packaged one) and --param NAME=VALUE overrides.
 
-Each check prints OK, WARN or FAIL with a one-line reason and, when not OK, a fix; the exit
-code is 1 when any check failed. Read-only: it calls Get/Describe APIs only.
+Each check prints OK, WARN or FAIL with a reason and a fix; exit 1 if any failed. Read-only.
 
   concurrency        the account's Lambda concurrency quota against the template's reservations
   web-adapter-layer  the Lambda Web Adapter layer version exists in the region, for arm64
@@ -83,17 +81,15 @@ class Context:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from a2a_serverless.local.__main__ import add_param_argument
+
     parser.add_argument("--region", help="the region to deploy to (default: your AWS config)")
     parser.add_argument("--profile", help="the AWS profile to use (default: your AWS config)")
     parser.add_argument(
         "--template", help="the template.yaml to check (default: ./template.yaml, else packaged)"
     )
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a template parameter as you deploy it (repeatable), e.g. --param SnapStart=true",
+    add_param_argument(
+        parser, "a template parameter as you deploy it (repeatable), e.g. --param SnapStart=true"
     )
 
 

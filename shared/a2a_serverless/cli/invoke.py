@@ -1,16 +1,9 @@
 """`a2a-serverless invoke FUNCTION EVENT.json`: the Docker-free `sam local invoke`.
 
-A fresh local stack (moto, in this process) of the template, then the function's real entry
-point on the event: a plain or Mangum handler is called as Lambda calls it; a Lambda Web
-Adapter function (Handler run.sh) gets what the adapter makes of an API Gateway proxy event,
-an HTTP request to its ASGI app with the requestContext in `x-amzn-request-context`, and its
-response (a stream collected whole) is turned back into a proxy result. The result is printed
-as JSON on stdout; a handler that raises prints Lambda's error object and exits 1.
-
-`--url http://127.0.0.1:8000` runs the function inside that running `a2a-serverless dev`
-stack instead (its `/_local/invoke` endpoint, local/admin.py), so an event can name a task
-the stack holds. An event file that is missing, not JSON, not an object, or has a key the
-function's event source never delivers is refused in one line, exit 2.
+Runs the function's real entry point on the event in a fresh local stack (a Web Adapter
+function through its ASGI app, as the adapter would) and prints the result as JSON; a raising
+handler prints Lambda's error object, exit 1. `--url` runs it inside a running `dev` stack.
+A missing, non-JSON or unexpected event is refused in one line, exit 2.
 """
 
 from __future__ import annotations

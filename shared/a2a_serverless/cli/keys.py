@@ -7,18 +7,10 @@ the local stack's other credentials.
   a2a-serverless keys token --sub alice [--scope tasks.read] [--expires-in 3600]   # local only
   a2a-serverless keys iam-credentials --user alice                                 # local only
 
-With --stack-name NAME [--region R], a deployed stack: keys are created, listed and revoked
-directly in its table and usage plan with your AWS credentials (the stack outputs
-TasksTableName and UsagePlanId name them). Otherwise the local stack (`a2a-serverless dev
---param Auth=...`) at --url (default $A2A_URL or http://127.0.0.1:8000), through its /_local/
-admin endpoints. `token` and `iam-credentials` are local only: a deployed Jwt stack trusts your
-OIDC issuer's tokens, an Iam stack your AWS principals.
-
-The secret (key, token, secret access key) goes alone to stdout, so that
-`KEY=$(a2a-serverless keys create --principal alice)` works; notes go to stderr. --json prints
-one JSON object instead. A key cannot be shown again: only its SHA-256 is stored.
-scripts/auth in the repository is this command under its older names (create-key, list-keys,
-revoke-key).
+With --stack-name NAME [--region R]: the deployed stack's table and usage plan, with your AWS
+credentials. Otherwise: the local stack at --url (default $A2A_URL or http://127.0.0.1:8000).
+The secret goes alone to stdout (`KEY=$(a2a-serverless keys create ...)`), notes to stderr;
+--json prints one JSON object. A key cannot be shown again: only its SHA-256 is stored.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """`a2a-serverless new DIR`: an agent project of the user's own, deployed with this package.
 
-The project has the same resources as this repository's template (the packaged copy, with the
-flow and the layer's source changed, and only the parameters a first deploy decides: the others
-are settings in its Mappings), one `functions/<name>/` folder per function whose app.py only
-binds `a2a_serverless.handlers.<name>` (the entry code lives once, in the package), sample
-events, and a layer built by layer/Makefile from a wheel of this package in `vendor/` (this
-package is not on PyPI; its dependencies come from PyPI as manylinux aarch64 wheels, any local
-Python >= 3.11) and the project's requirements.txt.
+Writes the packaged template (flow and layer source changed), one `functions/<name>/app.py`
+binding `a2a_serverless.handlers.<name>` per function, sample events, and a layer built by
+layer/Makefile from a wheel of this package in `vendor/` plus the project's requirements.txt.
 """
 
 from __future__ import annotations

@@ -1,34 +1,9 @@
 """`a2a-serverless smoke BASE_URL`: is the A2A endpoint at BASE_URL working, end to end?
 
-Run it after `sam deploy` against the stack output `ApiUrl` (the stage URL), or against the
-local stack. Every check prints one PASS / FAIL / SKIP line with its timing; the exit code is 1
-if any check failed. With a2a-sdk installed (`pip install 'a2a-serverless[a2a-sdk]'`), every
-body is parsed strictly as the A2A 1.0 protobuf type it must be (an unknown field or a wrong
-enum spelling is a failure), so a passing run means real A2A clients can use the agent; without
-it the bodies' shapes, states and ids are checked, and the run says so.
-
-Checks, in order:
-  agent-card        GET /.well-known/agent-card.json is a strict 1.0 AgentCard declaring the
-                    JSON-RPC 1.0 and HTTP+JSON 1.0 interfaces at BASE_URL (a wrong
-                    PUBLIC_BASE_URL or a missing stage prefix fails here)
-  send-blocking     POST /message:send returns the task settled (not submitted/working)
-  send-nonblocking  POST /message:send with returnImmediately, then GET /tasks/{id} until settled
-  stream            POST /message:stream: SSE events, first a Task or Message, closed after a
-                    terminal or interrupted status. Echo flow: `[slow=3]`, and the first event
-                    must arrive seconds before the last (a buffered route fails); another flow:
-                    the timings are reported (live delivery shows only if its task takes time)
-  subscribe         a busy task (echo flow: `[slow=3]`), POST /tasks/{id}:subscribe: the Task
-                    snapshot, then its events (SKIP if the flow finished it first)
-  push-config       create, get, list and delete a push notification config (SKIP when the card
-                    says pushNotifications: false and the server refuses as it must)
-  jsonrpc           POST / JSON-RPC 1.0: SendMessage, GetTask, ListTasks
-  long-subscribe    (--long) a subscribe held open past API Gateway's 29 s limit: the echo
-                    flow's `[slow=35]` task followed to its end, or (another flow) a task that
-                    waits for input, held 35 s on keep-alives; SKIP when neither applies
-  long-request      (--long) a blocking send of the echo flow's `[slow=35]` outlives the 29 s
-                    limit (SKIP for another flow: only a flow that takes > 29 s proves it)
-
-Usage: a2a-serverless smoke BASE_URL [options]   (--help; scripts/smoke in the repository)
+One PASS / FAIL / SKIP line per check (agent-card, send-blocking, send-nonblocking, stream,
+subscribe, push-config, jsonrpc; with --long, long-subscribe and long-request); exit 1 if any
+failed. With a2a-sdk installed, bodies are parsed strictly as A2A 1.0 protobuf types; without
+it, shapes, states and ids are checked. The checks are described in docs/deploy.md.
 """
 
 from __future__ import annotations
@@ -40,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -201,6 +176,17 @@ def send_body(text: str, *, return_immediately: bool) -> dict[str, Any]:
 
 def state_of(member: dict[str, Any]) -> str:
     return str(member.get("status", {}).get("state", "TASK_STATE_UNSPECIFIED"))
+
+
+_T = TypeVar("_T")
+
+
+def timed(timings: dict[str, float], name: str, call: Callable[[], _T]) -> _T:
+    """`call()`, with its duration in seconds put in `timings[name]`."""
+    started = time.perf_counter()
+    result = call()
+    timings[name] = round(time.perf_counter() - started, 3)
+    return result
 
 
 def _long_failure(elapsed: float, exc: Exception, limit: float) -> str:
@@ -733,9 +719,8 @@ class Smoke:
         token = f"smoke-{uuid.uuid4().hex}"
         configs = f"/tasks/{task_id}/pushNotificationConfigs"
 
-        started = time.perf_counter()
-        response = self.rest("POST", configs, {"url": self.push_url, "token": token})
-        timings["create_s"] = round(time.perf_counter() - started, 3)
+        body = {"url": self.push_url, "token": token}
+        response = timed(timings, "create_s", lambda: self.rest("POST", configs, body))
         if not self.push_notifications:
             if error_reason(response) == "PUSH_NOTIFICATION_NOT_SUPPORTED":
                 raise CheckSkipped(
@@ -758,23 +743,17 @@ class Smoke:
             raise CheckFailed(f"created config lacks an id or has another url: {created}")
         config = f"{configs}/{config_id}"
 
-        started = time.perf_counter()
-        got = self.rest_ok("GET", config)
-        timings["get_s"] = round(time.perf_counter() - started, 3)
+        got = timed(timings, "get_s", lambda: self.rest_ok("GET", config))
         strict(got, "TaskPushNotificationConfig", "config")
         if (got.get("id"), got.get("url")) != (config_id, self.push_url):
             raise CheckFailed(f"GET {config} answered {got}")
 
-        started = time.perf_counter()
-        listed = self.rest_ok("GET", configs)
-        timings["list_s"] = round(time.perf_counter() - started, 3)
+        listed = timed(timings, "list_s", lambda: self.rest_ok("GET", configs))
         strict(listed, "ListTaskPushNotificationConfigsResponse", "config list")
         if config_id not in [c.get("id") for c in listed.get("configs", [])]:
             raise CheckFailed(f"GET {configs} does not list {config_id}: {listed}")
 
-        started = time.perf_counter()
-        deleted = self.rest("DELETE", config)
-        timings["delete_s"] = round(time.perf_counter() - started, 3)
+        deleted = timed(timings, "delete_s", lambda: self.rest("DELETE", config))
         if deleted.status_code not in (200, 204):
             raise CheckFailed(f"DELETE {config}: {describe_error(deleted)}")
         after = self.rest("GET", config)
@@ -786,9 +765,8 @@ class Smoke:
 
     def check_jsonrpc(self) -> tuple[str, dict[str, float]]:
         timings: dict[str, float] = {}
-        started = time.perf_counter()
-        sent = self.rpc("SendMessage", {"message": user_message(self.text)})
-        timings["send_s"] = round(time.perf_counter() - started, 3)
+        message = {"message": user_message(self.text)}
+        sent = timed(timings, "send_s", lambda: self.rpc("SendMessage", message))
         strict(sent, "SendMessageResponse", "SendMessage result")
         if set(sent) == {"message"}:
             return "SendMessage answered with a Message (no task to get or list)", timings
@@ -798,16 +776,13 @@ class Smoke:
         if state_of(task) not in SETTLED_STATES:
             raise CheckFailed(f"a blocking SendMessage returned the task {state_of(task)}")
 
-        started = time.perf_counter()
-        got = self.rpc("GetTask", {"id": task["id"]})
-        timings["get_task_s"] = round(time.perf_counter() - started, 3)
+        got = timed(timings, "get_task_s", lambda: self.rpc("GetTask", {"id": task["id"]}))
         strict(got, "Task", "GetTask result")
         if got.get("id") != task["id"] or state_of(got) != state_of(task):
             raise CheckFailed(f"GetTask answered {got.get('id')} {state_of(got)}")
 
-        started = time.perf_counter()
-        listed = self.rpc("ListTasks", {"contextId": task["contextId"], "pageSize": 10})
-        timings["list_tasks_s"] = round(time.perf_counter() - started, 3)
+        query = {"contextId": task["contextId"], "pageSize": 10}
+        listed = timed(timings, "list_tasks_s", lambda: self.rpc("ListTasks", query))
         strict(listed, "ListTasksResponse", "ListTasks result")
         ids = [t.get("id") for t in listed.get("tasks", [])]
         if task["id"] not in ids:

@@ -59,13 +59,7 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--flow", help="module:attribute of the flow to serve, importable from the current folder"
     )
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="template parameter override, e.g. --param WorkflowType=EXPRESS",
-    )
+    add_param_argument(parser, "template parameter override, e.g. --param WorkflowType=EXPRESS")
     parser.add_argument("--log-level", default="warning")
 
 
@@ -79,6 +73,11 @@ def listening_url(host: str, port: int) -> str:
     if host in ("", "0.0.0.0", "::"):
         host = socket.gethostname()
     return f"http://{_url_host(host)}:{port}"
+
+
+def add_param_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    """The repeatable `--param NAME=VALUE` option that `parse_params` reads."""
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help=help)
 
 
 def parse_params(pairs: list[str]) -> dict[str, str]:

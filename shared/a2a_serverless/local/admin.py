@@ -1,28 +1,10 @@
 """The local stack's admin endpoints under `/_local/` (dev process only, never deployed).
 
-What a developer needs to get a credential for the mode the stack runs in (`scripts/auth`
-calls these):
-- ApiKey: `POST /_local/keys {"principal", "description"?}` -> 201 `{"keyId", "apiKey",
-  "principal"}`; `GET /_local/keys` -> `{"keys": [...]}`; `DELETE /_local/keys/{keyId}` -> 204.
-  Keys go through auth's ApiKeyAdmin into the stack's table (the authorizer reads them
-  there) and into the local usage plan the gateway checks.
-- Jwt with the local issuer: `POST /_local/tokens {"sub", "scopes"?, "expiresIn"?,
-  "claims"?}` -> `{"token"}`; `GET /_local/oidc/.well-known/openid-configuration` and
-  `GET /_local/oidc/jwks.json`.
-- Iam: `POST /_local/iam/users {"user"}` -> `{"accessKeyId", "secretAccessKey", "arn"}`.
-An endpoint of another mode answers 404, as does any unknown path.
-
-And in every mode, what `a2a-serverless invoke --url` calls: `POST /_local/invoke {"function",
-"event"}` -> `{"handled", "result"}`, the function run on the event inside this stack (its
-tasks, keys and settings) as `invoke` runs it in a fresh one; an unknown function is a 404.
-
-Every endpoint that makes, lists or revokes a credential, and `/_local/invoke`, bypasses the
-API's authentication (a key minted for another principal reads that principal's tasks), so it
-answers only a request made on this machine to a loopback address (peer, local address and
-Host all loopback, no proxy's forwarding headers), a POST only with a JSON body (a browser's
-cross-site request cannot send one without a preflight, which `/_local/` never grants);
-anything else is a 403, whatever address the stack listens on (`dev --host 0.0.0.0`). The
-issuer's discovery document and public keys are public, as an OIDC issuer's are.
+- ApiKey: `POST|GET /_local/keys`, `DELETE /_local/keys/{keyId}`.
+- Jwt: `POST /_local/tokens`; the local issuer's discovery document and JWKS under `/_local/oidc/`.
+- Iam: `POST /_local/iam/users`. Any mode: `POST /_local/invoke` (what `invoke --url` calls).
+Another mode's endpoint or an unknown path is a 404. Credential and invoke endpoints bypass
+the API's authentication, so they answer only loopback requests (POST: JSON body only); else 403.
 """
 
 from __future__ import annotations

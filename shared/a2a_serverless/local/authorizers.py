@@ -1,16 +1,8 @@
 """What API Gateway does before a protected method's integration runs, for the local gateway.
 
-Read from the same template that configures AWS (the resolved `Api` resource):
-- each method's `security` (OpenAPI `paths[path][method].security`, else the root's) and the
-  `components.securitySchemes` it names: a custom REQUEST authorizer (`x-amazon-apigateway-
-  authorizer`), `api_key` (apiKeyRequired, key source AUTHORIZER) or `awsSigv4` (AWS_IAM);
-- `GatewayResponses`: the status, body template and headers of the answers API Gateway gives
-  itself (401 UNAUTHORIZED, 403 ACCESS_DENIED, 500 AUTHORIZER_FAILURE, ...).
-
-The authorizer is the real function (`functions/authorizer/app.py`), invoked with API
-Gateway's REQUEST event in a worker thread (it may fetch a JWKS from this very server), its
-policy cached per identity-source value for `authorizerResultTtlInSeconds` and evaluated
-against the method ARN on every request, as API Gateway does.
+Read from the resolved `Api` resource: each method's `security` (REQUEST authorizer, api_key,
+awsSigv4) and the `GatewayResponses`. The authorizer is the real function, run in a worker
+thread, its policy cached per identity source for `authorizerResultTtlInSeconds`.
 """
 
 from __future__ import annotations

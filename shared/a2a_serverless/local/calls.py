@@ -1,21 +1,10 @@
 """Every AWS call a function of the local stack makes, as IAM authorizes it (local only).
 
-The local stack runs every function in one process, so a call is attributed to the function
-(or state machine) running when it is made, through a context variable that the stack sets
-around each invocation (`acting_as`). Each call is mapped to the IAM (action, resource ARN)
-pairs AWS would authorize it as, and appended once per stack to a JSON-lines file, for the
-tests to evaluate against the roles of the translated template (tests/iam_check.py).
-
-Calls made while no principal acts (the stack creating its resources, tests reading the table
-directly) are not recorded. An operation this module cannot map is recorded as an error: it
-must fail the check, not pass unseen. Lambda handlers never import this module.
-
-A flow's own boto3 clients (S3, Secrets Manager, Bedrock...) are recorded like the stack's: they
-come from boto3's default session, which the recorder hooks, and run in the function's
-invocation. A call carries the condition keys a policy may test that this module knows
-(`dynamodb:LeadingKeys`, the item's partition key, for operations that address items by key):
-one line per partition key *kind* (the key up to its first `#`: `T#`, `APIKEY#`...), as the
-template's conditions test prefixes.
+A call is attributed to the function or state machine acting when it is made (`acting_as`),
+mapped to the IAM (action, resource ARN) pairs AWS would authorize, with the condition keys
+known here (`dynamodb:LeadingKeys` by key kind), and appended once to a JSON-lines file that
+tests/iam_check.py checks against the template's roles. Calls with no acting principal are
+not recorded; an unmappable operation is recorded as an error. Handlers never import this.
 """
 
 from __future__ import annotations

@@ -1,35 +1,11 @@
-"""Lambda event source mappings of template.yaml, emulated over moto: the table's DynamoDB
-stream and SQS queues feed their functions as Lambda's pollers would.
+"""Lambda event source mappings of template.yaml, emulated over moto.
 
-What a deployed mapping does and this one does too:
-- DynamoDB stream: `StartingPosition`, `BatchSize`, `FilterCriteria` (records that match no
-  filter are dropped before batching), `FunctionResponseTypes: [ReportBatchItemFailures]`
-  (processing resumes at the lowest failed sequence number; a response that is not one, or
-  names anything but a sequence number of the batch, fails the whole batch),
-  `BisectBatchOnFunctionError` (an erroring batch is split in two and each half processed as
-  its own batch, not counted as a retry), `MaximumRetryAttempts`, and an `OnFailure` SQS
-  destination that receives Lambda's batch-info record when retries run out.
-  `ParallelizationFactor` (1-10 concurrent batches per shard): records are split into that
-  many lanes by a stable hash of the item's key, partition AND sort key (AWS guarantees
-  order only "at the item (partition and sort key) level" for DynamoDB streams, not per
-  partition key as for Kinesis); each lane is batched, invoked, retried, bisected and
-  checkpointed on its own, concurrently with the others. Absent: 1 (one lane, as before).
-- SQS: `BatchSize`, Lambda-shaped records, successful messages deleted, `batchItemFailures`
-  (the others deleted), a raised error leaving the whole batch to reappear after its
-  visibility timeout; FIFO group order and `RedrivePolicy` are moto's queue semantics.
-
-Each mapping is polled by one thread (as one shard or one FIFO poller would be), or by the
-caller through `poll_once()` (`LocalStack(event_sources="manual")`: deterministic tests);
-`drain()` lets tests wait until every threaded mapping is idle.
-
-Cadence, as Lambda's pollers: a stream shard is polled 4 times a second while it has nothing
-new ("Lambda polls shards in your DynamoDB stream for records at a base rate of 4 times per
-second"), and again at once after a batch; an SQS poller long-polls, so a message is taken
-as soon as it arrives (here: a short idle pause, and none while moto holds no message). A
-shard's records are read ahead, up to `STREAM_READ_LIMIT` at a time, and each record is read
-once: batches are cut from what was read (as Lambda's poller keeps what it read), not read
-again per poll. Over moto they are taken from its shard as GetRecords' JSON carries them,
-without the API round trip (see `_shard_records`).
+- DynamoDB stream: StartingPosition, BatchSize, FilterCriteria, ReportBatchItemFailures,
+  BisectBatchOnFunctionError, MaximumRetryAttempts, OnFailure (SQS), ParallelizationFactor
+  (lanes by a stable hash of partition and sort key).
+- SQS: BatchSize, batchItemFailures; FIFO order and RedrivePolicy are moto's.
+Each mapping is polled by one thread at Lambda's cadence, or by `poll_once()`
+(`LocalStack(event_sources="manual")`); `drain()` waits until every mapping is idle.
 """
 
 from __future__ import annotations
@@ -291,10 +267,8 @@ def _moto_shard(stream_arn: str) -> Any | None:
 
 def _stream_end(stream_arn: str) -> int | None:
     """The sequence number the table's stream will give its next record, read from moto
-    (None: not over moto, or no such stream). A poller that stands there has nothing to
-    read: asking GetShardIterator + GetRecords anyway, every 50 ms per mapping, was a tenth
-    of the local stack's CPU. Read without moto's lock: a stale answer only delays the read
-    to the next poll (or makes one that finds nothing)."""
+    (None: not over moto, or no such stream). A poller standing there skips the API call.
+    Read without moto's lock: a stale answer only delays the read to the next poll."""
     shard = _moto_shard(stream_arn)
     if shard is None:
         return None
@@ -316,15 +290,9 @@ def _wire_value(value: Any) -> Any:
 
 def _shard_records(stream_arn: str, start: int | None, limit: int) -> list[dict[str, Any]] | None:
     """Up to `limit` records from sequence number `start` (None: the oldest kept), taken from
-    moto's shard as GetRecords' JSON carries them (None: not over moto). The API round trip
-    (moto's serializer, then botocore's parser, under moto's DynamoDB lock) cost ~0.5 ms of
-    CPU a record, two thirds of the stream mapping's time, and held up every table call of
-    the stack meanwhile; this holds the lock only to take the records. A record does not
-    change once in the shard (TTL marks its removals' identity before releasing the lock), so
-    what is returned are views: their own top level and `dynamodb` (the time in epoch
-    seconds), moto's keys and images. Filters read them (`_as_json` where a value is bytes);
-    a batch is copied whole as JSON when it is invoked (`_fresh`), so records a filter drops
-    are never copied (most of a task's: its counter and later header writes)."""
+    moto's shard as GetRecords' JSON carries them (None: not over moto), holding moto's lock
+    only to take them. Records never change in the shard, so these are views sharing moto's
+    keys and images: read them only (`_fresh` copies a batch when it is invoked)."""
     shard = _moto_shard(stream_arn)
     if shard is None:
         return None
@@ -732,10 +700,8 @@ class QueueMapping(_Poller):
 
 def _queue_is_empty(queue_url: str) -> bool:
     """Whether moto holds no message at all (visible, in flight or delayed) for the queue
-    (False when unsure, or not over moto). Lambda long-polls a queue; polling moto every 50 ms
-    with ReceiveMessage instead cost a fifth of the local stack's CPU under load while the
-    retry queue sat empty. Read without moto's lock: a stale answer only delays the receive to
-    the next poll."""
+    (False when unsure, or not over moto); lets an idle poller skip ReceiveMessage, as a
+    long poll would. Read without moto's lock: a stale answer only delays the next receive."""
     try:
         from moto.sqs.models import sqs_backends
     except ImportError:  # not over moto

@@ -1,19 +1,10 @@
 """API Gateway REST emulation for the local stack: one ASGI app with the template's routes.
 
-It matches a request to a function's app as API Gateway matches resources (literal paths win
-over `{parameter}` ones), answers an unknown route as the template's GatewayResponses do, runs
-the checks the template's security puts on a method (Lambda authorizer, API key, SigV4: see
-local/authorizers.py) and adds the request context a function reads (`x-amzn-request-context`).
-
-With `Auth=None` (the local default) nothing is checked and the principal a local client names
-in `x-local-principal` stands in for an authorizer's. In the other modes that header is
-dropped: only a credential names the caller. `/_local/...` are the local stack's own admin
-endpoints (keys, tokens, IAM users: local/admin.py), never part of the template.
-
-The functions see the stack's public URL as the request's host, not the `Host` a client sent
-(the Agent Card names it in its URLs and is served `Cache-Control: public`): the configured
-`public_url`, except that a stack listening on loopback only keeps a loopback `Host`
-(`localhost` and `127.0.0.1` both name it; no other machine can reach it).
+Matches resources as API Gateway does (literal paths win), answers unknown routes with the
+template's GatewayResponses, runs each method's security (local/authorizers.py) and adds
+`x-amzn-request-context`. With `Auth=None`, `x-local-principal` names the caller; other modes
+drop it. Functions see the stack's public URL as the host (a loopback-only stack keeps a
+loopback `Host`). `/_local/...` is local/admin.py.
 """
 
 from __future__ import annotations
@@ -49,12 +40,9 @@ class Throttled(Exception):
 
 
 class LambdaConcurrency:
-    """Lambda's concurrency as API requests meet it: a function with a reservation runs at
-    most that many requests at once; the others share what the account's limit leaves over
-    the reservations (`account` None: no limit). A request past it is throttled at once
-    (synchronous invocations are not queued); API Gateway answers that as an integration
-    failure. Only the API's requests count here, not the stream and queue mappings' or the
-    state machine's invocations."""
+    """Lambda's concurrency for API requests: a reserved function runs at most that many at
+    once, the others share the account's limit left over (`account` None: no limit). A request
+    past it is throttled at once (not queued). Mapping and state machine invocations don't count."""
 
     def __init__(self, reservations: dict[str, int], account: int | None = None) -> None:
         self.reservations = reservations

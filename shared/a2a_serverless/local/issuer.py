@@ -1,10 +1,7 @@
 """The local stack's own OIDC issuer (`Auth=Jwt` without a JwtIssuer of your own).
 
-A key pair generated when the stack starts signs the tokens `a2a-serverless keys token` asks for;
-the discovery document and the JWKS are served by the local gateway under `/_local/oidc`, so
-the real authorizer fetches and caches them over HTTP exactly as it does from Cognito, Entra
-or Auth0. The private key never leaves the process and dies with it (old tokens are then
-refused: their `kid` is unknown to the next run).
+A key pair made at start signs the tokens `keys token` asks for; discovery and JWKS are served
+under `/_local/oidc`. The private key never leaves the process: a previous run's tokens are refused.
 """
 
 from __future__ import annotations

@@ -13,10 +13,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from a2a_serverless.local.calls import CallRecorder
-from a2a_serverless.local.patching import DYNAMODB_LOCK, SQS_LOCK, Patch, Patches, patch, problem
-
-_SFN_CLIENTS = "moto.stepfunctions.parser.asl.utils.boto_client"
-_SFN_LAMBDA = "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils"
+from a2a_serverless.local.patching import (
+    DYNAMODB_LOCK,
+    SQS_LOCK,
+    STATE_MACHINE_CLIENTS,
+    Patch,
+    Patches,
+    patch,
+    problem,
+    wrap_state_machine_clients,
+)
 
 
 @patch("moto.core.common_models:BaseModel.__new__(cls, args, kwargs)")
@@ -116,13 +122,9 @@ def lambda_invoke(
     invoke: Callable[[str, Any, Any], str],
     earlier_threads: frozenset[threading.Thread] = frozenset(),
 ) -> None:
-    """moto would run a function's code in Docker: `invoke(function_name, body,
-    response_headers)` runs it in-process instead and returns the response payload.
-
-    `earlier_threads`: threads alive before this stack started (its executions run in threads
-    moto starts later). moto's interpreter calls Lambda by name in its own thread, so an
-    execution of an earlier stack whose thread outlived it (tests start stacks one after
-    another) would otherwise run this stack's function, with this stack's settings half set.
+    """Run Lambda code in-process (moto would use Docker): `invoke(function_name, body,
+    response_headers)` returns the response payload. Calls from `earlier_threads` (an older
+    stack's executions that outlived it) are not sent to this stack's functions.
     """
     from moto.awslambda.models import LambdaFunction, lambda_backends
 
@@ -135,38 +137,31 @@ def lambda_invoke(
         except Exception:  # moto's not-found errors
             current = None
         if current is not fn:
-            # An execution of an earlier stack whose interpreter thread outlived it (tests
-            # start stacks one after another): its function went with that stack, and running
-            # this stack's handler for it would mix the two. The execution fails instead.
+            # An older stack's execution: its function went with that stack, so it fails.
             raise RuntimeError(f"{name} belongs to a stopped local stack")
         return invoke(name, body, response_headers)
 
     patches.replace(LambdaFunction, "invoke", invoke_in_process)
 
 
-@patch(
-    f"{_SFN_CLIENTS}:boto_client_for(region, service, state_credentials)",
-    f"{_SFN_LAMBDA}:boto_client_for(region, service, state_credentials)",
-)
+@patch(*STATE_MACHINE_CLIENTS)
 def state_machine_calls(patches: Patches, recorder: CallRecorder, roles: Mapping[str, str]) -> None:
     """Attribute the calls of moto's Step Functions interpreter to the state machine whose
     execution role it runs with (`roles`: role ARN -> logical id, filled as they are made)."""
-    import moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils as sfn_lambda  # noqa: E501
-    import moto.stepfunctions.parser.asl.utils.boto_client as sfn_clients
 
-    original = sfn_clients.boto_client_for
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+            client = original(region=region, service=service, state_credentials=state_credentials)
+            principal = roles.get(str(getattr(state_credentials, "role_arn", None)))
+            # Every execution of this stack runs with a role it created; another role is an
+            # execution of an earlier stack whose thread outlived it (tests): not ours to judge.
+            if principal is not None:
+                recorder.pin(client, principal)  # idempotent: the client may be a shared one
+            return client
 
-    def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
-        client = original(region=region, service=service, state_credentials=state_credentials)
-        principal = roles.get(str(getattr(state_credentials, "role_arn", None)))
-        # Every execution of this stack runs with a role it created; another role is an
-        # execution of an earlier stack whose thread outlived it (tests): not ours to judge.
-        if principal is not None:
-            recorder.pin(client, principal)  # idempotent: the client may be a shared one
-        return client
+        return boto_client_for
 
-    for module in (sfn_clients, sfn_lambda):
-        patches.replace(module, "boto_client_for", boto_client_for)
+    wrap_state_machine_clients(patches, wrap)
 
 
 @patch(
@@ -174,12 +169,9 @@ def state_machine_calls(patches: Patches, recorder: CallRecorder, roles: Mapping
     "moto.dynamodb.exceptions:MockValidationException",
 )
 def transaction_placeholders_checked(patches: Patches) -> None:
-    """DynamoDB refuses any request whose `ExpressionAttributeNames` or
-    `ExpressionAttributeValues` hold a placeholder none of its expressions uses ("Value
-    provided in ExpressionAttributeValues unused in expressions"). moto checks that outside
-    transactions, but in a TransactWriteItems item only the names of its update expression:
-    an item with an unused value went through locally and would fail on AWS. Checked here for
-    every item of a transaction, names and values, as DynamoDB does."""
+    """Refuse a TransactWriteItems item with an unused `ExpressionAttributeNames` or
+    `ExpressionAttributeValues` placeholder, as DynamoDB does (moto checks only the names of
+    an update expression there)."""
     import re
 
     from moto.dynamodb.exceptions import MockValidationException

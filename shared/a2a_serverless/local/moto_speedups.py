@@ -17,11 +17,10 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from a2a_serverless.local import patching
 from a2a_serverless.local.patching import DYNAMODB_LOCK, Patch, Patches, patch, problem
 
 ENV = "A2A_LOCAL_SPEEDUPS"
-_SFN_CLIENTS = "moto.stepfunctions.parser.asl.utils.boto_client"
-_SFN_LAMBDA = "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils"
 logger = logging.getLogger(__name__)
 
 
@@ -185,9 +184,8 @@ def parsed_conditions_kept(patches: Patches) -> None:
         expression = parser.condition_expression
         if not expression:
             return original(parser)
-        # Keyed by the names and values the expression can name (each placeholder it uses
-        # appears in it; a few more may): the parse looks up no others, and an update's
-        # other values (its new status, a flow's state) made the key most of the cost.
+        # Keyed only by the placeholders the expression can name: the parse looks up no others,
+        # and keying on all values would cost more than the parse.
         names = parser.expression_attribute_names or {}  # None and {} parse alike
         values = parser.expression_attribute_values or {}
         key = json.dumps(
@@ -290,13 +288,9 @@ def processing_maps_kept(patches: Patches) -> None:
                 return processor(node)
         return None
 
-    # The walk itself asks `isinstance` of moto's ABC node classes twice at every node (ABCMeta's
-    # check in Python), then for each key of the map: with the calls around it, a tenth of the
-    # CPU of the stack's DynamoDB calls. The answer depends only on the node's class and the
-    # map's keys (a class's map has the same keys in the same order for every instance), so
-    # `traverse` keeps it per (traverser class, node class) and walks as moto's
-    # `traverse_node_recursively` does: children first, each replaced by what processing it
-    # returns. A traverser of another shape (its own walk or processing) walks as before.
+    # moto's walk asks the slow ABC `isinstance` at every node, though the answer depends only
+    # on the node's class: `traverse` caches it per (traverser class, node class) and walks as
+    # `traverse_node_recursively` does; a traverser with its own walk keeps moto's.
     from moto.dynamodb.parsing.ast_nodes import Node  # type: ignore[attr-defined]
 
     original_walk = DepthFirstTraverser.traverse_node_recursively
@@ -610,7 +604,7 @@ def handler_methods_kept(patches: Patches) -> None:
 )
 def cheap_transactions(patches: Patches) -> None:
     """moto deep-copies every table a transaction touches, and keeps the copies. Conditions are
-    checked first and only the touched items backed up: all items or none, as before."""
+    checked first and only the touched items backed up: all items or none, as in moto."""
     import moto.dynamodb.models as dynamodb_models
     from moto.dynamodb.exceptions import TransactionCanceledException
     from moto.dynamodb.models.table import Table
@@ -827,14 +821,10 @@ def _after_start(
     forward: bool,
     range_condition: tuple[str, list[Any]] | None,
 ) -> list[Any]:
-    """An index partition's items that a page can hold: in the scan's order, those after the
-    page's start key from the first within the range condition on, and of them only the first
-    `limit` + 1, the one more telling moto that the page has a next (`Limit` counts the items
-    the key condition keeps). moto still sorts, pages and filters what it is given, so the
-    page is the same, sorted here on plain values rather than moto's key objects. The order
-    is moto's: index range key, then the table's hash and range keys
-    (numbers numerically). A range condition this cannot judge (an operator or type of no
-    plain order here) leaves the range to moto, and the page to whatever it examines."""
+    """The index partition's items a page can hold, in moto's order (index range key, then the
+    table's keys): those after `start` within the range condition, at most `limit` + 1 (the
+    extra one tells moto there is a next page). moto still sorts, pages and filters them; a
+    range condition not judged here is left to moto."""
     from moto.dynamodb.models.dynamo_type import DynamoType
 
     in_range = _range_test(range_condition) if range_condition else None
@@ -1125,7 +1115,7 @@ def parsed_definitions_kept(patches: Patches) -> None:
     def parse(definition: str) -> tuple[Any, Any]:
         tree = trees.get(definition)
         if tree is None:
-            program, tree = original(definition)  # raises on syntax errors, as before
+            program, tree = original(definition)  # raises on syntax errors, as moto does
             if len(trees) >= kept:
                 trees.pop(next(iter(trees)))
             trees[definition] = tree
@@ -1135,29 +1125,26 @@ def parsed_definitions_kept(patches: Patches) -> None:
     patches.replace(parser_class, "parse", staticmethod(parse))
 
 
-@patch(
-    f"{_SFN_CLIENTS}:boto_client_for(region, service, state_credentials)",
-    f"{_SFN_LAMBDA}:boto_client_for(region, service, state_credentials)",
-)
+@patch(*patching.STATE_MACHINE_CLIENTS)
 def shared_state_machine_clients(patches: Patches) -> None:
     """moto's Step Functions interpreter builds a boto3 client for every Lambda call. One client per
     region, service and role is kept (boto3 clients are thread-safe)."""
-    import moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils as sfn_lambda  # noqa: E501
-    import moto.stepfunctions.parser.asl.utils.boto_client as sfn_clients
-
-    original = sfn_clients.boto_client_for
     clients: dict[tuple[str, str, str], Any] = {}
 
-    def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
-        key = (region, service, str(getattr(state_credentials, "role_arn", None)))
-        client = clients.get(key)
-        if client is None:
-            client = original(region=region, service=service, state_credentials=state_credentials)
-            clients[key] = client
-        return client
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+            key = (region, service, str(getattr(state_credentials, "role_arn", None)))
+            client = clients.get(key)
+            if client is None:
+                client = original(
+                    region=region, service=service, state_credentials=state_credentials
+                )
+                clients[key] = client
+            return client
 
-    for module in (sfn_clients, sfn_lambda):
-        patches.replace(module, "boto_client_for", boto_client_for)
+        return boto_client_for
+
+    patching.wrap_state_machine_clients(patches, wrap)
 
 
 @patch(

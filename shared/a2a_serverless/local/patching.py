@@ -84,6 +84,26 @@ def patch(*replaces: str, reimplements: bool = False) -> Callable[[Callable[...,
     return declare
 
 
+# The two modules of moto's Step Functions interpreter that bind `boto_client_for`, the
+# factory of the clients its tasks call services with.
+_SFN_CLIENTS = "moto.stepfunctions.parser.asl.utils.boto_client"
+_SFN_LAMBDA = "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils"
+STATE_MACHINE_CLIENTS = (
+    f"{_SFN_CLIENTS}:boto_client_for(region, service, state_credentials)",
+    f"{_SFN_LAMBDA}:boto_client_for(region, service, state_credentials)",
+)
+
+
+def wrap_state_machine_clients(
+    patches: Patches, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> None:
+    """Replace `boto_client_for` (STATE_MACHINE_CLIENTS) by `wrap(the current one)`."""
+    modules = [importlib.import_module(name) for name in (_SFN_CLIENTS, _SFN_LAMBDA)]
+    replacement = wrap(modules[0].boto_client_for)
+    for module in modules:
+        patches.replace(module, "boto_client_for", replacement)
+
+
 _SPEC = re.compile(r"(?P<module>[\w.]+):(?P<path>[\w.]+)(?:\((?P<params>[\w, ]*)\))?$")
 
 

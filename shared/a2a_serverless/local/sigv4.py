@@ -1,16 +1,8 @@
 """AWS Signature Version 4 verification for the local stack's `Auth=Iam` mode.
 
-API Gateway checks a SigV4-signed request (`AWS_IAM` on a method) before it reaches the
-function: it recomputes the signature over the received method, path, query, signed headers
-and body with the secret of the access key the request names, and refuses the request when
-the two differ or the signature's X-Amz-Date is more than 5 minutes from its clock, either way
-("Signature expired" / "Signature not yet current", the window API Gateway's own messages
-name; no authorizer cache is involved: every request is checked). Here the recomputation is
-botocore's own signer (the one AWS SDK clients sign with), fed with what the server received;
-the secrets come from a local credential table (`IamUsers`, filled by `scripts/auth
-iam-credentials`), long-term access keys only: the local stack issues no session tokens, so
-a request carrying one is refused as AWS refuses a token it does not know. Nothing here is
-hand-written cryptography: canonical request, string to sign and signing key are botocore's.
+Recomputes the signature with botocore's signer over what the server received and the secret
+from `IamUsers`; refuses a mismatch, an X-Amz-Date more than 5 minutes off, or a session token
+(long-term keys only), as API Gateway does.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Build the stack of template.yaml inside moto, in this process, and route HTTP like API Gateway.
 
-`LocalStack` is the orchestrator; the parts live beside it:
-- local/moto_fidelity.py: where moto answers differently from AWS (thread safety, FIFO order)
-  and the Lambda invoke that runs the real handlers in-process (moto would need Docker);
-  local/moto_speedups.py: where moto does more work than the answer needs (A2A_LOCAL_SPEEDUPS).
-- local/resources.py: table, queues, functions, state machine and the functions' environment,
-  created from template.yaml (same properties). Step Functions executions run in moto's
-  interpreter; their Lambda tasks reach `LocalStack._invoke`.
-- local/events.py: the functions' DynamoDB and SQS event sources, polled by threads that invoke
-  the real handlers as Lambda's mappings would.
-- local/gateway.py: every function's Starlette app behind one ASGI gateway with the template's
-  routes.
-- With A2A_LOCAL_CALL_LOG set, every AWS call a function (or the state machine) makes is
-  recorded as IAM sees it, attributed to the function running (local/calls.py).
-- moto has no Bedrock: the Bedrock flow's turns fail saying so and how to run it, unless
-  A2A_LOCAL_REAL_BEDROCK=1 sends its calls to the real Bedrock with the developer's own
-  credentials (those the environment gives before the stack puts moto's in their place).
+`LocalStack` orchestrates: moto_fidelity / moto_speedups (moto patches), resources (what the
+template creates), events (event source mappings), gateway (the routes), calls (the IAM call
+log, with A2A_LOCAL_CALL_LOG). moto has no Bedrock: A2A_LOCAL_REAL_BEDROCK=1 sends the Bedrock
+flow's calls to the real service with the developer's own credentials.
 """
 
 from __future__ import annotations
@@ -88,8 +76,8 @@ logger = logging.getLogger(__name__)
 
 # Parameter values of the local stack where the template's defaults are for deployment: the
 # developer's webhook receiver runs on this machine, over http.
-# Auth: open, as before authentication existed (X-Local-Principal names the caller);
-# `scripts/dev --param Auth=ApiKey|Jwt|Iam` runs the template's authentication as deployed.
+# Auth: open (X-Local-Principal names the caller); `scripts/dev --param Auth=ApiKey|Jwt|Iam`
+# runs the template's authentication as deployed.
 LOCAL_PARAMETERS = {
     "PushAllowHttp": "true",
     "PushAllowHosts": "127.0.0.1,localhost,::1",
@@ -107,15 +95,8 @@ _BASE_ENV = {
 }
 
 
-# How often CPython makes the running thread hand the GIL over (seconds; Python's default is
-# 0.005). The stack is one process of many threads (the gateway's event loop and worker
-# threads, the Step Functions interpreter's, the event source pollers) sharing one GIL, and
-# under load the default's forced hand-overs cost CPU of their own (8 clients of
-# scripts/bench_local.py's non-blocking loop, same code: 24-26 tasks/s at 0.005-0.01, 28-33
-# at 0.02-0.05, with less server CPU per task; latency figures unchanged). A thread waiting
-# on I/O or a lock still lets go at once; only a thread that computes keeps it longer. Set
-# while a stack runs, restored when it stops; A2A_LOCAL_SWITCH_INTERVAL overrides it (0:
-# leave the interpreter's own).
+# GIL switch interval while a stack runs: its many threads share one GIL, and the default's
+# forced hand-overs cost CPU under load. A2A_LOCAL_SWITCH_INTERVAL overrides (0: keep default).
 SWITCH_INTERVAL_ENV = "A2A_LOCAL_SWITCH_INTERVAL"
 SWITCH_INTERVAL_SECONDS = 0.02
 
@@ -126,14 +107,8 @@ def _switch_interval() -> float | None:
     return value if value > 0 else None
 
 
-# The garbage collector's first threshold while a stack runs. moto keeps every stored item as
-# Python objects and each request allocates many short-lived containers: at the interpreter's
-# 700, young collections come every few hundred allocations and full ones (every object of
-# the process, the tables' included) every few seconds under load, pausing every thread for up
-# to 0.2 s (scripts/bench_local.py's non-blocking loop, 8 clients, 400 tasks: 50-52 tasks/s
-# and 20 ms of CPU a task at 700; 55-60 tasks/s and 17.4-18.7 ms at 10,000, with no full
-# collection during the run). Set while a stack runs, restored when it stops;
-# A2A_LOCAL_GC_THRESHOLD overrides it (0: leave the interpreter's own).
+# GC first threshold while a stack runs: moto holds every item as objects, and the default's
+# frequent full collections pause every thread. A2A_LOCAL_GC_THRESHOLD overrides (0: keep default).
 GC_THRESHOLD_ENV = "A2A_LOCAL_GC_THRESHOLD"
 GC_THRESHOLD = 10_000
 

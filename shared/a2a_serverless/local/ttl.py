@@ -1,28 +1,11 @@
 """What AWS forgets over time and moto keeps forever, forgotten by the local stack too.
 
-- DynamoDB Time to Live: items whose TTL attribute (a Number, epoch seconds) has passed are
-  deleted by the service, each delete a stream REMOVE record whose `userIdentity` is the
-  DynamoDB service principal (`{"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}`
-  in the Streams API). AWS deletes within days of expiry and ignores values more than five
-  years in the past; moto never deletes. `A2A_LOCAL_TTL_SECONDS` (local only, e.g. for
-  scripts/soak) makes items expire that many seconds after they were written with the
-  template's RetentionDays TTL (their expiry moved earlier by RetentionDays - that). An item
-  written with another span keeps it scaled as RetentionDays was: the ListTasks counters
-  (RetentionDays + 14 days, to outlive the tasks they count; else every context counter of a
-  soak stayed 14 days, a steady leak) and a task's expiry marker (3 days; else gone at once).
-- DynamoDB Streams keep a record 24 hours; moto keeps every record of the table's life.
-  Records every mapping of the stream has read past are trimmed once READ_RECORDS_KEPT_SECONDS
-  old (a reader of its own, a test or a developer, still finds the recent ones), and any
-  record older than 24 h.
-- Step Functions keeps execution history 90 days; moto keeps every execution, and its
-  StartExecution / DescribeExecution scan them all. Finished executions beyond the newest
-  KEEP_FINISHED_EXECUTIONS per state machine are dropped.
-- moto's Step Functions interpreter appends every thread it starts (3+ per execution) to a
-  module-level list, `moto.stepfunctions.parser.utils.TMP_THREADS`, that nothing empties
-  (LocalStack, where it comes from, joins them at shutdown): finished threads are forgotten.
-
-`Sweeper` runs these every `interval` seconds in a thread of the stack (`sweep()` runs them
-once, for tests).
+- DynamoDB TTL: expired items deleted with a service REMOVE stream record
+  (`A2A_LOCAL_TTL_SECONDS` shortens expiry, e.g. for scripts/soak).
+- DynamoDB Streams: records read by every mapping, or older than 24 h, trimmed.
+- Step Functions: finished executions beyond KEEP_FINISHED_EXECUTIONS dropped; moto's
+  interpreter threads (`TMP_THREADS`) forgotten once finished.
+`Sweeper` runs these in a thread every `interval` seconds; `sweep()` runs them once.
 """
 
 from __future__ import annotations
@@ -135,13 +118,9 @@ def _local_due(
     clocks: MarginClocks | None,
     seen: MarginClocks,
 ) -> float:
-    """When the item expires locally: `expiry - shift` for a task's own item (written to
-    expire RetentionDays later). An item whose TTL was set for another span keeps that span
-    scaled as RetentionDays was (x local TTL / RetentionDays), from the first sweep that saw
-    its TTL (the write time is not in the item; that sight is a sweep interval late at most):
-    a margin item (the ListTasks counters, RetentionDays + 14 days: they outlive the tasks
-    they count) and a short-lived one (a task's expiry marker, 3 days, less than half of
-    RetentionDays; shifted, it would go at once, before the stream records it dedupes)."""
+    """When the item expires locally: `expiry - shift` for an item written to expire
+    RetentionDays later; an item set for another span (ListTasks counters, expiry markers)
+    keeps that span scaled by local TTL / RetentionDays, from the first sweep that saw it."""
     due = expiry - shift
     local_ttl = retention_seconds - shift
     if clocks is None or shift <= 0 or local_ttl <= 0:
@@ -243,10 +222,7 @@ def _status(execution: Any) -> str:
     return str(getattr(status, "value", status))
 
 
-# Without A2A_LOCAL_TTL_SECONDS an item expires days after it was written (RetentionDays, the
-# counters' margin, the 3-day expiry marker): the thread then reads the whole table for expired
-# items once a minute, not at every sweep (with 5,000 tasks stored, that read every 2 s was ~3 %
-# of the stack's CPU under load); DynamoDB itself deletes within days of expiry.
+# Unshifted expiry is days away, so the full-table read for expired items runs once a minute.
 UNSHIFTED_ITEM_SWEEP_SECONDS = 60.0
 
 
