@@ -26,7 +26,6 @@ from a2a_serverless.models import (
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
-    TaskStatusUpdateEvent,
 )
 from a2a_serverless.store import (
     ApiKeyRecord,
@@ -38,6 +37,7 @@ from a2a_serverless.store import (
     StatusChange,
     TaskRecord,
     TaskStore,
+    status_update,
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -49,12 +49,6 @@ def uid(prefix: str) -> str:
 
 def message(text: str, task_id: str | None = None) -> Message:
     return Message(message_id=uid("m"), role="user", parts=[Part(text=text)], task_id=task_id)
-
-
-def status_event(task_id: str, context_id: str, status: TaskStatus) -> StreamResponse:
-    return StreamResponse(
-        status_update=TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
-    )
 
 
 def chunk(task_id: str, text: str, append: bool, artifact_id: str = "a1") -> StreamResponse:
@@ -78,12 +72,9 @@ def create(
 ) -> TaskRecord:
     task_id = task_id or uid("task")
     status = TaskStatus(state=TaskState.SUBMITTED, timestamp=at)
-    # status seq 1, turn 1
-    record = TaskRecord(
-        task_id, context_id, owner, TaskState.SUBMITTED, status, 1, 1, "", {}, {"k": "v"}
-    )
+    record = TaskRecord.submitted(task_id, context_id, owner, status, metadata={"k": "v"})
     store.create_task(
-        record, message(text, task_id), status_event(task_id, context_id, status), dedupe, push
+        record, message(text, task_id), status_update(task_id, context_id, status), dedupe, push
     )
     return record
 
@@ -106,7 +97,7 @@ def move(
             to_status=status,
             seq=seq,
             turn=extra.pop("turn", record.turn),
-            event=status_event(record.task_id, record.context_id, status),
+            event=status_update(record.task_id, record.context_id, status),
             **extra,
         )
     )
@@ -276,13 +267,13 @@ def test_the_first_events_read_back_everywhere(store: TaskStore, bare: bool) -> 
     message; then with more events than one read returns."""
     task_id, context_id, owner = uid("task"), "ctx", uid("owner")
     status = TaskStatus(state=TaskState.SUBMITTED, timestamp=T0)
-    first = status_event(task_id, context_id, status)
+    first = status_update(task_id, context_id, status)
     working_status = TaskStatus(state=TaskState.WORKING, timestamp=T0 + timedelta(seconds=1))
-    working = status_event(task_id, context_id, working_status)
+    working = status_update(task_id, context_id, working_status)
     if not bare:  # a status message: no longer a bare status
         for event in (first, working):
             event.status_update.status.message = message("note", task_id)  # type: ignore[union-attr]
-    record = TaskRecord(task_id, context_id, owner, TaskState.SUBMITTED, status, 1, 1, "")
+    record = TaskRecord.submitted(task_id, context_id, owner, status)
     store.create_task(record, message("hello", task_id), first, None)
     assert store.last_seq(task_id) == 1
     assert store.read_events(task_id, 0) == [(1, first)]

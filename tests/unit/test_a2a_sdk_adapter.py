@@ -23,6 +23,7 @@ from a2a.types import Part as SdkPart
 from a2a.types import Role as SdkRole
 from a2a.types import TaskState as SdkState
 
+from a2a_serverless.core import context as core_context
 from a2a_serverless.core.query import TaskQueries
 from a2a_serverless.core.tail import PollPolicy
 from a2a_serverless.flows import Flow, FlowCanceled, OutcomeKind, ReplyContext, StepContext
@@ -194,13 +195,29 @@ def test_a_final_status_ends_the_turn_with_its_message(state: int, kind: Outcome
     assert ctx.state[STATE_KEY] == {"state": outcome.state.value}
 
 
-def test_the_agent_canceling_its_own_task_fails_it_saying_so() -> None:
-    async def execute(context: RequestContext, queue: EventQueue) -> None:
-        await (await start_task(context, queue)).cancel()
+async def cancels_its_own_task(context: RequestContext, queue: EventQueue) -> None:
+    await (await start_task(context, queue)).cancel()
 
+
+async def answers_with_a_message(context: RequestContext, queue: EventQueue) -> None:
+    await queue.enqueue_event(new_text_message("Hello World", role=SdkRole.ROLE_AGENT))
+
+
+@pytest.mark.parametrize(
+    ("execute", "kind", "text"),
+    [
+        # The agent canceling its own task fails it, saying so.
+        (cancels_its_own_task, OutcomeKind.FAILED, "The agent canceled the task."),
+        # A Message answers as a completed task.
+        (answers_with_a_message, OutcomeKind.COMPLETED, "Hello World"),
+    ],
+)
+def test_the_turn_ends_as_the_agent_ended_it(
+    execute: Execute, kind: OutcomeKind, text: str
+) -> None:
     outcome = run(ExecutorFlow(Executor(execute)), step_context())
-    assert outcome.kind is OutcomeKind.FAILED
-    assert outcome.message == [Part(text="The agent canceled the task.")]
+    assert outcome.kind is kind
+    assert outcome.message == [Part(text=text)]
 
 
 def test_events_after_the_final_state_are_dropped() -> None:
@@ -214,15 +231,6 @@ def test_events_after_the_final_state_are_dropped() -> None:
     outcome = run(ExecutorFlow(Executor(execute)), step_context(recorder))
     assert outcome.kind is OutcomeKind.INPUT_REQUIRED
     assert recorder.events == []
-
-
-def test_a_message_answers_as_a_completed_task() -> None:
-    async def execute(context: RequestContext, queue: EventQueue) -> None:
-        await queue.enqueue_event(new_text_message("Hello World", role=SdkRole.ROLE_AGENT))
-
-    outcome = run(ExecutorFlow(Executor(execute)), step_context())
-    assert outcome.kind is OutcomeKind.COMPLETED
-    assert outcome.message == [Part(text="Hello World")]
 
 
 def test_a_task_event_carrying_artifacts_writes_them() -> None:
@@ -429,10 +437,11 @@ def test_direct_replies_answer_with_the_executors_message() -> None:
         await (await start_task(context, queue)).complete()
 
     flow = ExecutorFlow(Executor(execute), direct_replies=True)
-    reply = flow.reply_to(user("ping"), "c-1", Caller("alice"), [], {})
+    alice = core_context.RequestContext(Caller("alice"))
+    reply = flow.reply_to(alice, user("ping"), "c-1", {})
     assert reply is not None and reply.parts == [Part(text="pong")]
     assert reply.context_id == "c-1" and reply.task_id is None
-    assert flow.reply_to(user("a task"), "c-1", Caller("alice"), [], {}) is None
+    assert flow.reply_to(alice, user("a task"), "c-1", {}) is None
     # Off by default: execute is not run in the receiving function at all.
     plain = Executor(execute)
     assert ExecutorFlow(plain).reply(reply_context("ping")) is None and plain.contexts == []

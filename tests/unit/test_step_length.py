@@ -103,6 +103,20 @@ def test_the_functions_init_refuses_a_flow_whose_steps_outlast_the_workflow(
     assert flow_at_init() is research
 
 
+def test_the_functions_init_says_which_flow_did_not_load_and_why(configured: Any) -> None:
+    configured(FLOW="no_such_module_here:flow")
+    with pytest.raises(FlowLoadError) as raised:
+        flow_at_init()
+    assert str(raised.value) == (
+        "cannot load the flow FLOW='no_such_module_here:flow': ModuleNotFoundError: No module "
+        "named 'no_such_module_here' (its module must be in the layer or the function's code)"
+    )
+    configured(FLOW=f"{__name__}:no_such_attribute")
+    with pytest.raises(FlowLoadError) as raised:
+        flow_at_init()
+    assert str(raised.value).endswith("has no attribute 'no_such_attribute'")
+
+
 def test_an_sdk_executor_flow_declares_its_step_length_too() -> None:
     class Slow(AgentExecutor):
         async def execute(self, context: Any, event_queue: Any) -> None:

@@ -49,6 +49,7 @@ from a2a_serverless.bindings.sse import event_frames, sse_response
 from a2a_serverless.core import errors
 from a2a_serverless.core.card import CardFactory
 from a2a_serverless.core.connections import Connection, ConnectionKind, unbounded
+from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.push import PushService
 from a2a_serverless.core.send import Accepted
 from a2a_serverless.core.service import A2AService, StreamStart, scoped
@@ -217,7 +218,7 @@ Handler = Callable[[Services, Call], Any]
 
 
 def _connected(
-    s: Services, call: Call, kind: ConnectionKind, long_lived: bool, opens: Callable[[], Any]
+    s: Services, call: Call, kind: ConnectionKind, opens: Callable[[], Any], long_lived: bool = True
 ) -> tuple[Any, Connection]:
     """`opens()` within the caller's connection bounds (core/connections.py), admitted before
     it writes anything: its result and the connection to release when the answer ends."""
@@ -229,28 +230,24 @@ def _connected(
         raise
 
 
+def _send_request(s: Services, call: Call) -> tuple[SendMessageRequest, RequestContext]:
+    """The call's send request (in its version's spelling) and the send's context."""
+    return call.codec.send_request(call.params), s.service.context(call.caller, call.extensions)
+
+
 def _send(s: Services, call: Call) -> Any:
-    request = call.codec.send_request(call.params)
-    context = s.service.context(call.caller, call.extensions)
+    request, context = _send_request(s, call)
+    blocks = s.service.blocks(request)
     accepted, connection = _connected(
-        s,
-        call,
-        ConnectionKind.BLOCKING,
-        s.service.blocks(request),
-        lambda: s.service.sender.accept(context, request),
+        s, call, ConnectionKind.BLOCKING, lambda: s.service.sender.accept(context, request), blocks
     )
     return Waiting(accepted, list(context.extensions), connection)
 
 
 def _send_streaming(s: Services, call: Call) -> Any:
-    request = call.codec.send_request(call.params)
-    context = s.service.context(call.caller, call.extensions)
+    request, context = _send_request(s, call)
     start, connection = _connected(
-        s,
-        call,
-        ConnectionKind.STREAM,
-        True,
-        lambda: s.service.sender.open_stream(context, request),
+        s, call, ConnectionKind.STREAM, lambda: s.service.sender.open_stream(context, request)
     )
     return Streamed(start, list(context.extensions), connection)
 
@@ -272,7 +269,7 @@ def _cancel(s: Services, call: Call) -> Any:
 def _subscribe(s: Services, call: Call) -> Any:
     task_id = validated(_TaskIdParams, call.params).id
     start, connection = _connected(
-        s, call, ConnectionKind.STREAM, True, lambda: s.service.subscribe(call.owner, task_id)
+        s, call, ConnectionKind.STREAM, lambda: s.service.subscribe(call.owner, task_id)
     )
     return Streamed(start, connection=connection)
 

@@ -108,21 +108,16 @@ class StreamStart:
     resume: bool = False
 
 
+@dataclass(eq=False)
 class TaskQueries:
-    """Reads of the caller's tasks, and CancelTask (a read that may end the task)."""
+    """Reads of the caller's tasks, and CancelTask (a read that may end the task).
+    `max_response_bytes` is ListTasks' response budget (None: the setting
+    LIST_MAX_RESPONSE_BYTES, read per call)."""
 
-    def __init__(
-        self,
-        store: TaskStore,
-        executor: Executor,
-        poll: PollPolicy,
-        max_response_bytes: int | None = None,
-    ) -> None:
-        self.store = store
-        self.executor = executor
-        self.poll = poll
-        # ListTasks' response budget; None: the setting LIST_MAX_RESPONSE_BYTES, read per call.
-        self.max_response_bytes = max_response_bytes
+    store: TaskStore
+    executor: Executor
+    poll: PollPolicy
+    max_response_bytes: int | None = None
 
     def load(self, owner: str, task_id: str) -> TaskRecord:
         """The caller's task record; someone else's task does not exist for them."""

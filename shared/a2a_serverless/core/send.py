@@ -44,7 +44,6 @@ from a2a_serverless.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
     AgentExtension,
-    Caller,
     Message,
     Role,
     SendMessageConfiguration,
@@ -145,12 +144,7 @@ class Replier(Protocol):
     """The agent's chance to answer a new message directly (a `flows.Flow` is one)."""
 
     def reply_to(
-        self,
-        message: Message,
-        context_id: str,
-        caller: Caller,
-        extensions: list[str],
-        metadata: dict[str, Any],
+        self, context: RequestContext, message: Message, context_id: str, metadata: dict[str, Any]
     ) -> Message | None: ...
 
 
@@ -255,13 +249,7 @@ class MessageSender:
         if self.replier is None or message.task_id:
             return None
         context_id = message.context_id or str(uuid.uuid4())
-        return self.replier.reply_to(
-            message,
-            context_id,
-            context.caller,
-            list(context.extensions),
-            dict(request.metadata or {}),
-        )
+        return self.replier.reply_to(context, message, context_id, dict(request.metadata or {}))
 
     def enter(self, context: RequestContext, request: SendMessageRequest) -> Entry:
         """Validate the message, then create a task for it or continue the one it names; the
@@ -366,17 +354,9 @@ class MessageSender:
         push_config = self._inline_push(config, task_id)
         stored = message.model_copy(update={"task_id": task_id, "context_id": context_id})
         status = TaskStatus(state=TaskState.SUBMITTED, timestamp=utcnow())
-        record = TaskRecord(
-            task_id=task_id,
-            context_id=context_id,
-            owner=owner,
-            state=TaskState.SUBMITTED,
-            status=status,
-            status_seq=1,
-            turn=1,
-            execution=execution_name(task_id, 1),
-            metadata=request.metadata or None,
-        )
+        execution = execution_name(task_id, 1)
+        metadata = request.metadata or None
+        record = TaskRecord.submitted(task_id, context_id, owner, status, execution, metadata)
         annotate(task_id=task_id, context_id=context_id)
         try:
             self.store.create_task(

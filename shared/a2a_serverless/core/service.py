@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -92,34 +92,25 @@ def scoped(caller: Caller, tenant: str | None) -> Caller:
     return scoped_caller
 
 
+@dataclass(eq=False)
 class A2AService:
-    """Send, get, list and cancel, scoped to the calling owner."""
+    """Send, get, list and cancel, scoped to the calling owner. `modes`, `push`,
+    `dedupe_window_seconds` and `replier` are what the SEND path (`sender`) is built with."""
 
-    def __init__(
-        self,
-        store: TaskStore,
-        executor: Executor,
-        modes: ModePolicy | None = None,
-        wait: WaitPolicy | None = None,
-        push: PushService | None = None,
-        streaming: bool = True,
-        dedupe_window_seconds: float = 0.0,
-        replier: Replier | None = None,
-        connections: ConnectionLimiter | None = None,
-    ) -> None:
-        self.store = store
-        # Bounds on long-lived connections (None: none).
-        self.connections = connections
-        # Off (the Streaming parameter): the card says so and the stream methods refuse.
-        self.streaming = streaming
-        self.executor = executor
-        self.wait = wait or WaitPolicy()
-        self.queries = TaskQueries(store, executor, self.wait.poll)
-        # What the SEND path is built with (`sender`).
-        self._modes = modes
-        self._push = push
-        self._dedupe_window_seconds = dedupe_window_seconds
-        self._replier = replier
+    store: TaskStore
+    executor: Executor
+    modes: ModePolicy | None = None
+    wait: WaitPolicy = field(default_factory=WaitPolicy)
+    push: PushService | None = None
+    # Off (the Streaming parameter): the card says so and the stream methods refuse.
+    streaming: bool = True
+    dedupe_window_seconds: float = 0.0
+    replier: Replier | None = None
+    # Bounds on long-lived connections (None: none).
+    connections: ConnectionLimiter | None = None
+
+    def __post_init__(self) -> None:
+        self.queries = TaskQueries(self.store, self.executor, self.wait.poll)
 
     # -- SEND --------------------------------------------------------------------------------
 
@@ -132,11 +123,11 @@ class A2AService:
             self.store,
             self.executor,
             self.queries,
-            self._modes or ModePolicy(),
+            self.modes or ModePolicy(),
             self.wait,
-            self._push,
-            self._dedupe_window_seconds,
-            self._replier,
+            self.push,
+            self.dedupe_window_seconds,
+            self.replier,
             self.streaming,
         )
 

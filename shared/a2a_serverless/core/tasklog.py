@@ -10,10 +10,16 @@ from a2a_serverless.models import (
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
-    TaskStatusUpdateEvent,
     utcnow,
 )
-from a2a_serverless.store import ConflictError, Dedupe, StatusChange, TaskRecord, TaskStore
+from a2a_serverless.store import (
+    ConflictError,
+    Dedupe,
+    StatusChange,
+    TaskRecord,
+    TaskStore,
+    status_update,
+)
 
 MAX_ATTEMPTS = 8
 
@@ -27,11 +33,7 @@ class StateMoved(Exception):
 
 
 def status_event(record: TaskRecord, status: TaskStatus) -> StreamResponse:
-    return StreamResponse(
-        status_update=TaskStatusUpdateEvent(
-            task_id=record.task_id, context_id=record.context_id, status=status
-        )
-    )
+    return status_update(record.task_id, record.context_id, status)
 
 
 def transition(

@@ -18,23 +18,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+# The flow API as flow authors see it (flows/__init__.py), taken from flows.base: that package
+# imports this module.
 from a2a_serverless.flows.base import (
+    AgentExtension,
+    AgentSkill,
+    Caller,
     Flow,
     FlowCanceled,
     Outcome,
     OutcomeKind,
+    Part,
     ReplyContext,
     StepContext,
 )
-from a2a_serverless.models import (
-    AgentExtension,
-    AgentSkill,
-    Caller,
-    Message,
-    Part,
-    TaskState,
-    agent_message,
-)
+from a2a_serverless.models import Message, TaskState, agent_message
 
 try:
     from a2a.auth.user import User

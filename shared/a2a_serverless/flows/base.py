@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from a2a_serverless.core.context import RequestContext
+
 # agent_message lives in models (core needs it too); re-exported here for flow authors.
 from a2a_serverless.models import (
     AgentExtension,
@@ -230,16 +232,12 @@ class Flow:
         return None
 
     def reply_to(
-        self,
-        message: Message,
-        context_id: str,
-        caller: Caller,
-        extensions: list[str],
-        metadata: dict[str, Any],
+        self, context: RequestContext, message: Message, context_id: str, metadata: dict[str, Any]
     ) -> Message | None:
         """`reply`, as the core calls it (core/send.py `Replier`): the answer as an agent
         Message of the message's context, or None."""
-        answer = self.reply(ReplyContext(message, context_id, caller, extensions, metadata))
+        extensions = list(context.extensions)
+        answer = self.reply(ReplyContext(message, context_id, context.caller, extensions, metadata))
         if inspect.isawaitable(answer):
             answer = asyncio.run(_await(answer))
         if answer is None:
@@ -288,6 +286,13 @@ def step_length_problem(flow: Flow, workflow_type: str) -> str | None:
             f"WorkflowType={fits} (locally: --param WorkflowType={fits})"
         )
     return None
+
+
+def load_problem(flow: str, exc: Exception, missing_module_hint: str) -> str:
+    """Why the flow `flow` (as the message names it) did not load: the exception, and
+    `missing_module_hint` when its module was not found."""
+    hint = f" ({missing_module_hint})" if isinstance(exc, ModuleNotFoundError) else ""
+    return f"cannot load the flow {flow}: {type(exc).__name__}: {exc}{hint}"
 
 
 async def _await(awaitable: Any) -> Any:

@@ -57,7 +57,7 @@ def flow_at_init() -> Flow:
     FLOW and why: an import error, a missing attribute, an object that is not a flow, steps
     longer than the workflow runs them (its `max_step_seconds`)."""
     from a2a_serverless import wiring
-    from a2a_serverless.flows.base import step_length_problem
+    from a2a_serverless.flows.base import load_problem, step_length_problem
     from a2a_serverless.settings import get_settings
 
     settings = get_settings()
@@ -65,14 +65,8 @@ def flow_at_init() -> Flow:
     try:
         flow = wiring.get_flow()
     except Exception as exc:  # whatever the user's module raised
-        hint = (
-            " (its module must be in the layer or the function's code)"
-            if isinstance(exc, ModuleNotFoundError)
-            else ""
-        )
-        raise FlowLoadError(
-            f"cannot load the flow FLOW={spec!r}: {type(exc).__name__}: {exc}{hint}"
-        ) from exc
+        hint = "its module must be in the layer or the function's code"
+        raise FlowLoadError(load_problem(f"FLOW={spec!r}", exc, hint)) from exc
     problem = step_length_problem(flow, settings.workflow_type)
     if problem:
         raise FlowLoadError(f"cannot serve the flow FLOW={spec!r}: {problem}")

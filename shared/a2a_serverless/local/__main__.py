@@ -172,7 +172,7 @@ def _startup_problem() -> str | None:
     the workflow lets them); None when both are fine. The check of handlers.flow_at_init,
     in this command's words (the local stack may not import the functions' entry code)."""
     from a2a_serverless import wiring
-    from a2a_serverless.flows.base import step_length_problem
+    from a2a_serverless.flows.base import load_problem, step_length_problem
     from a2a_serverless.settings import SettingsError, get_settings
 
     try:
@@ -183,12 +183,8 @@ def _startup_problem() -> str | None:
     try:
         flow = wiring.get_flow()
     except Exception as exc:  # whatever the user's module raised
-        hint = (
-            " (run the command from the folder that holds the module, or put it on PYTHONPATH)"
-            if isinstance(exc, ModuleNotFoundError)
-            else ""
-        )
-        return f"cannot load the flow {spec!r}: {type(exc).__name__}: {exc}{hint}"
+        hint = "run the command from the folder that holds the module, or put it on PYTHONPATH"
+        return load_problem(repr(spec), exc, hint)
     problem = step_length_problem(flow, get_settings().workflow_type)
     return f"cannot serve the flow {spec!r}: {problem}" if problem else None
 

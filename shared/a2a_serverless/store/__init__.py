@@ -24,6 +24,7 @@ from a2a_serverless.store.base import (
     TaskSnapshot,
     TaskStore,
     TooLarge,
+    status_update,
 )
 
 __all__ = [
@@ -47,5 +48,6 @@ __all__ = [
     "TaskSnapshot",
     "TaskStore",
     "TooLarge",
+    "status_update",
     "utf8_size",
 ]

@@ -19,6 +19,7 @@ from a2a_serverless.models import (
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
+    TaskStatusUpdateEvent,
 )
 
 
@@ -67,6 +68,27 @@ class TaskRecord:
     # Set by `list_tasks` only: the page token that resumes the listing right after this
     # record (so a caller may end a page early). Not part of the task: never compared.
     page_cursor: str = field(default="", compare=False, repr=False)
+
+    @classmethod
+    def submitted(
+        cls,
+        task_id: str,
+        context_id: str,
+        owner: str,
+        status: TaskStatus,
+        execution: str = "",
+        metadata: dict[str, Any] | None = None,
+    ) -> TaskRecord:
+        """A new task's header: SUBMITTED with `status` (its status seq 1), in turn 1."""
+        state = TaskState.SUBMITTED
+        return cls(task_id, context_id, owner, state, status, 1, 1, execution, metadata=metadata)
+
+
+def status_update(task_id: str, context_id: str, status: TaskStatus) -> StreamResponse:
+    """A status change as the event log holds it."""
+    return StreamResponse(
+        status_update=TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
+    )
 
 
 @dataclass

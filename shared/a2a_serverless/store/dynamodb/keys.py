@@ -32,7 +32,6 @@ from a2a_serverless.models import (
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
-    TaskStatusUpdateEvent,
     format_timestamp,
     limits,
 )
@@ -43,6 +42,7 @@ from a2a_serverless.store.base import (
     ListQuery,
     TaskRecord,
     TooLarge,
+    status_update,
 )
 
 TASK_PREFIX = "T#"
@@ -262,18 +262,14 @@ def index_sort_key(status_ts: str, task_id: str) -> str:
 def list_filter(query: ListQuery) -> tuple[str, dict[str, str], dict[str, Any]] | None:
     """(FilterExpression, names, values) of a list query's context and state filters on the
     owner index (both attributes are projected into it); None when it has neither."""
-    terms: list[str] = []
-    names: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    if query.context_id is not None:
-        terms.append("#ctx = :ctx")
-        names["#ctx"] = "contextId"
-        values[":ctx"] = s(query.context_id)
-    if query.state is not None:
-        terms.append("#st = :st")
-        names["#st"] = "state"
-        values[":st"] = s(query.state.value)
-    return (" AND ".join(terms), names, values) if terms else None
+    state = query.state.value if query.state is not None else None
+    wanted = {"contextId": query.context_id, "state": state}
+    given = {name: value for name, value in wanted.items() if value is not None}
+    if not given:
+        return None
+    condition = " AND ".join(f"#{name} = :{name}" for name in given)
+    values = {f":{name}": s(value) for name, value in given.items()}
+    return condition, {f"#{name}": name for name in given}, values
 
 
 # -- items -----------------------------------------------------------------------------------
@@ -378,9 +374,7 @@ def _status_event(
     task_id: str, context_id: str, state: TaskState, timestamp: str
 ) -> StreamResponse:
     status = TaskStatus.model_validate({"state": state, "timestamp": timestamp})
-    return StreamResponse(
-        status_update=TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
-    )
+    return status_update(task_id, context_id, status)
 
 
 def creation_event(task_id: str, context_id: str, created_at: str) -> StreamResponse:
