@@ -30,8 +30,8 @@ print(json.dumps({"modules": sorted(sys.modules), "clients": clients, **state}))
 """
 
 # Never needed by any function's init: test/dev tools, and the X-Ray SDK outside Lambda.
-# Nor uvicorn (and click, its CLI's) when the function is imported: run.sh's uvicorn loads
-# it before the app (test_a_web_adapter_function_init_as_run_sh_starts_it).
+# Nor uvicorn (and click, which it imports) when the function is imported: run.sh's server
+# loads it before the app (test_a_web_adapter_function_init_as_run_sh_starts_it).
 # (httpx imports rich and pygments for its CLI where they are installed, as in this venv; the
 # layer has neither.)
 # Nor pydantic.v1.
@@ -194,15 +194,16 @@ def test_a_function_init_loads_only_what_it_uses(function: str) -> None:
     assert not (NOT_LOADED[function] | NEVER) & loaded
 
 
-# The Web Adapter functions (run.sh): `python -m uvicorn` first, then `app` through it.
+# The Web Adapter functions (run.sh): `python -m a2a_serverless.serve` first, then `app` through
+# its uvicorn.
 WEB_ADAPTER = ("get_task", "send_message", "stream")
 _SERVED_PROBE = """
 import gc, json, sys
 start = set(sys.modules)  # the interpreter's own (site, __main__, ...)
-import uvicorn.main
+import a2a_serverless.serve
 before = sorted(set(sys.modules) - start)
 from uvicorn.config import Config
-config = Config("app:app", http="h11", loop="asyncio", lifespan="off")
+config = Config("app:app", **a2a_serverless.serve.OPTIONS)
 config.load()
 print(json.dumps({
     "before": before,
@@ -220,7 +221,9 @@ def test_a_web_adapter_function_init_as_run_sh_starts_it(function: str) -> None:
     # uvicorn brings its CLI (click) before the app, nothing of the function's...
     outside = {m.split(".")[0] for m in init["before"]} - set(init["stdlib"])
     assert {"uvicorn", "click"} <= outside, outside
-    assert not {"a2a_serverless", "starlette", "fastapi", "pydantic", "botocore"} & outside
+    assert not {"starlette", "fastapi", "pydantic", "botocore"} & outside
+    ours = {m for m in init["before"] if m.split(".")[0] == "a2a_serverless"}
+    assert ours == {"a2a_serverless", "a2a_serverless.serve"}, ours
     # ...and the app, imported as `app`, makes the function.
     loaded = _top_level(set(init["modules"]))
     assert "a2a_serverless.handlers." + function in loaded

@@ -224,6 +224,11 @@ class Raw:
             self.conn.start_next_cycle()
         return head, body
 
+    def exchange(self, method: str, target: str) -> tuple[h11.Response, bytes]:
+        """A request without a body, and its whole response."""
+        self.request(method, target, [], b"")
+        return self.response()
+
     def close(self) -> None:
         self.sock.close()
 
@@ -234,13 +239,17 @@ class Raw:
         self.close()
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    folder = tmp_path_factory.mktemp("loopback")
+def _serve_test_app(folder: Path) -> Server:
+    """TEST_APP as `folder`'s app.py, served by run.sh; its disconnects logged in `folder`."""
     (folder / "app.py").write_text(TEST_APP)
     log = folder / "disconnects.log"
     log.touch()
-    server = Server(folder, {"DISCONNECT_LOG": str(log)}, folder / "server.log")
+    return Server(folder, {"DISCONNECT_LOG": str(log)}, folder / "server.log")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = _serve_test_app(tmp_path_factory.mktemp("loopback"))
     try:
         yield server
     finally:
@@ -263,10 +272,8 @@ def _wait_for(predicate: Any, timeout: float = 10.0) -> bool:
 
 def test_two_requests_on_one_connection(served: Server) -> None:
     with Raw(served.port) as raw:
-        raw.request("GET", "/first", [], b"")
-        first, body1 = raw.response()
-        raw.request("GET", "/second?n=2", [], b"")
-        second, body2 = raw.response()
+        first, body1 = raw.exchange("GET", "/first")
+        second, body2 = raw.exchange("GET", "/second?n=2")
     assert first.status_code == second.status_code == 200
     one, two = json.loads(body1), json.loads(body2)
     assert (one["path"], two["path"], two["query_string"]) == ("/first", "/second", "n=2")
@@ -395,8 +402,7 @@ def test_an_app_exception_is_a_500_without_details_and_the_server_goes_on(
 
 def test_an_app_that_sends_no_response_is_a_500(served: Server) -> None:
     with Raw(served.port) as raw:
-        raw.request("GET", "/nothing", [], b"")
-        response, _ = raw.response()
+        response, _ = raw.exchange("GET", "/nothing")
         assert response.status_code == 500
         # uvicorn closes that connection (Connection: close); the next one is served.
         assert (b"connection", b"close") in response.headers
@@ -405,8 +411,7 @@ def test_an_app_that_sends_no_response_is_a_500(served: Server) -> None:
 
 def test_the_app_gets_the_raw_path_and_query_string(served: Server) -> None:
     with Raw(served.port) as raw:
-        raw.request("GET", "/tasks/a%2Fb%20c:subscribe?x=1&y=%20%26&z", [], b"")
-        _, body = raw.response()
+        _, body = raw.exchange("GET", "/tasks/a%2Fb%20c:subscribe?x=1&y=%20%26&z")
     seen = json.loads(body)
     assert seen["raw_path"] == "/tasks/a%2Fb%20c:subscribe"
     assert seen["path"] == "/tasks/a/b c:subscribe"  # decoded, as ASGI says
@@ -422,11 +427,9 @@ def test_a_large_response_arrives_intact(served: Server) -> None:
 
 def test_head_has_the_headers_and_no_body(served: Server) -> None:
     with Raw(served.port) as raw:
-        raw.request("HEAD", "/echo", [], b"")
-        response, body = raw.response()
+        response, body = raw.exchange("HEAD", "/echo")
         # No body bytes on the wire: the next response parses right after the headers.
-        raw.request("GET", "/next", [], b"")
-        after, after_body = raw.response()
+        after, after_body = raw.exchange("GET", "/next")
     assert response.status_code == 200 and body == b""
     assert int(dict(response.headers)[b"content-length"]) > 0  # what a GET would have
     assert after.status_code == 200 and json.loads(after_body)["path"] == "/next"
@@ -459,17 +462,14 @@ def test_an_idle_kept_alive_connection_is_not_closed_by_the_server(served: Serve
     # The adapter reuses its pooled connections after any pause (a thaw): uvicorn's default
     # idle timeout is 5 s.
     with Raw(served.port) as raw:
-        raw.request("GET", "/before", [], b"")
-        assert raw.response()[0].status_code == 200
+        assert raw.exchange("GET", "/before")[0].status_code == 200
         time.sleep(6)
-        raw.request("GET", "/after-idle", [], b"")
-        response, body = raw.response()
+        response, body = raw.exchange("GET", "/after-idle")
     assert response.status_code == 200 and json.loads(body)["path"] == "/after-idle"
 
 
 def test_sigterm_ends_the_server_gracefully(tmp_path: Path) -> None:
-    (tmp_path / "app.py").write_text(TEST_APP)
-    server = Server(tmp_path, {"DISCONNECT_LOG": os.devnull}, tmp_path / "server.log")
+    server = _serve_test_app(tmp_path)
     assert httpx.get(f"{server.url}/up").status_code == 200
     assert server.stop() == -signal.SIGTERM, server.output()
     assert "Traceback" not in server.output(), server.output()
@@ -485,41 +485,22 @@ def get_task_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
     import boto3
     from moto.server import ThreadedMotoServer
 
-    from a2a_serverless.local.stack import LocalStack
+    from a2a_serverless.local.stack import LocalStack, endpoint_env
 
     with LocalStack(event_sources=False) as stack:
         spec = stack.functions["GetTaskFunction"]
         env = {**stack.env, **spec.env}
-        table = next(
-            r["Properties"]
-            for r in stack.template["Resources"].values()
-            if r["Type"] == "AWS::DynamoDB::Table"
-        )
+        table = stack.table_request()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto.start()
     try:
         host, port = moto.get_host_and_port()
         endpoint = f"http://{host}:{port}"
-        aws = {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": endpoint,
-        }
+        aws = endpoint_env(endpoint)
         dynamodb: Any = boto3.session.Session(
             aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
         ).client("dynamodb", endpoint_url=endpoint)
-        dynamodb.create_table(  # the stack's table, as template.yaml declares it
-            TableName=env["TABLE_NAME"],
-            AttributeDefinitions=table["AttributeDefinitions"],
-            KeySchema=table["KeySchema"],
-            GlobalSecondaryIndexes=[
-                {k: v for k, v in index.items() if k in ("IndexName", "KeySchema", "Projection")}
-                for index in table.get("GlobalSecondaryIndexes") or ()
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        dynamodb.create_table(**table)  # the stack's table, as template.yaml declares it
         folder = tmp_path_factory.mktemp("get_task")
         server = Server(spec.code_dir, {**env, **aws}, folder / "server.log")
         try:

@@ -35,6 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "local": COMPOSED - {"observability"} | {"bindings", "wiring"},
     # The functions' entry code (functions/<name>/app.py binds it): the top, like wiring's users.
     "handlers": COMPOSED - {"aws"} | {"bindings", "wiring"},
+    # The Web Adapter functions' server (run.sh execs it before their app): uvicorn only.
+    "serve": set(),
     # The command (dev-only, like local): serves the local stack, scaffolds projects, manages a
     # deployed stack's API keys (the same code the authorizer and the store run).
     "cli": {"local", "settings", "models", "store", "core", "auth", "aws"},

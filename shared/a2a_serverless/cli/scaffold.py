@@ -31,37 +31,24 @@ EVENTS_DIR = PACKAGE_DIR / "cli" / "events"
 # The layer's source folder (the template's ContentUri): its Makefile and links to what goes in.
 LAYER_DIR = "layer"
 
-# functions/<name>/ -> what its app.py binds of `a2a_serverless.handlers.<name>.create()`:
-# Mangum functions an app and its handler, Web Adapter functions an app (run.sh serves it with
-# uvicorn), plain functions a handler.
-ENTRY_POINTS: dict[str, str] = {
-    "agent_card": "app, handler",
-    "authorizer": "handler",
-    "flow_worker": "handler",
-    "get_task": "app",
-    "list_tasks": "app, handler",
-    "push_config": "app, handler",
-    "send_message": "app",
-    "stream": "app",
-    "webhook_sender": "handler",
+# What app.py binds of `a2a_serverless.handlers.<name>.create()` -> the functions/<name>/ that
+# do: Mangum functions an app and its handler, Web Adapter functions an app (run.sh serves it),
+# plain functions a handler.
+_BINDINGS = {
+    "app, handler": ("agent_card", "list_tasks", "push_config"),
+    "app": ("get_task", "send_message", "stream"),
+    "handler": ("authorizer", "flow_worker", "webhook_sender"),
 }
+ENTRY_POINTS = {name: binds for binds, names in _BINDINGS.items() for name in names}
 
 RUN_SH = """#!/bin/sh
 # Started by the Lambda Web Adapter (AWS_LAMBDA_EXEC_WRAPPER=/opt/bootstrap). This is a plain
 # process, not the Python bootstrap, so the layer (/opt/python) must be put on the path here.
 # Unbuffered: stdout is a pipe, and a log line or EMF blob left in Python's buffer when the
 # invocation ends would reach CloudWatch late (or, at shutdown, never).
-# uvicorn for one local peer, the adapter: it pools connections across invocations, so no idle
-# timeout that races its reuse after a thaw; request heads up to 256 KiB (it passes API
-# Gateway's and Lambda's context as JSON headers); its X-Forwarded-* headers left to the app;
-# no access log (the app logs each request), no lifespan, no added Server or Date header.
+# exec: the adapter's SIGTERM reaches the server (a2a_serverless/serve.py: uvicorn on $PORT).
 PYTHONUNBUFFERED=1 PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/opt/python:${LAMBDA_RUNTIME_DIR:-}" \\
-  exec python -m uvicorn \\
-  --host 127.0.0.1 --port "${PORT:-8080}" \\
-  --http h11 --loop asyncio --lifespan off --no-proxy-headers \\
-  --timeout-keep-alive 86400 --h11-max-incomplete-event-size 262144 \\
-  --no-access-log --no-server-header --no-date-header --log-level warning \\
-  app:app
+  exec python -m a2a_serverless.serve app:app
 """
 
 
