@@ -1223,22 +1223,7 @@ def _cold_start_resources(endpoint: str, stack: Any) -> None:
             aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
         ).client(service, endpoint_url=endpoint)  # type: ignore[call-overload]  # any service
 
-    props = next(
-        r["Properties"]
-        for r in stack.template["Resources"].values()
-        if r["Type"] == "AWS::DynamoDB::Table"
-    )
-    ddb = client("dynamodb")
-    ddb.create_table(
-        TableName=stack.env["TABLE_NAME"],
-        AttributeDefinitions=props["AttributeDefinitions"],
-        KeySchema=props["KeySchema"],
-        GlobalSecondaryIndexes=[
-            {k: v for k, v in index.items() if k in ("IndexName", "KeySchema", "Projection")}
-            for index in props.get("GlobalSecondaryIndexes") or ()
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    client("dynamodb").create_table(**stack.table_request())
     sqs = client("sqs")
     for url in stack.queues.values():
         name = url.rsplit("/", 1)[-1]
@@ -1438,7 +1423,7 @@ def cold_start(
     a flow of your own instead of the default one: what your agent's imports add to each."""
     from moto.server import ThreadedMotoServer
 
-    from a2a_serverless.local.stack import LocalStack
+    from a2a_serverless.local.stack import LocalStack, endpoint_env
 
     # The functions' settings and resource names, as the local stack computes them.
     with LocalStack(event_sources=False) as stack:
@@ -1456,12 +1441,8 @@ def cold_start(
         base = {
             "PATH": os.environ.get("PATH", ""),
             "PYTHONPATH": str(ROOT / "shared"),
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": endpoint,
             "PYTHONDONTWRITEBYTECODE": "1",
+            **endpoint_env(endpoint),
         }
 
         # Each function's probe is paired with a baseline probe run just before it, and the

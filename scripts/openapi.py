@@ -305,7 +305,7 @@ def _paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
         ),
         _param("includeArtifacts", "query", {"type": "boolean"}, "List each task's artifacts too."),
     ]
-    return {
+    paths: dict[str, Any] = {
         "/.well-known/agent-card.json": {
             "get": {
                 "operationId": "GetAgentCard",
@@ -331,117 +331,107 @@ def _paths(names: dict[tuple[str, str], str]) -> dict[str, Any]:
                 },
             }
         },
-        "/extendedAgentCard": {
-            "get": _operation(
-                "GetExtendedAgentCard",
-                "The extended Agent Card of an authenticated caller",
-                [version],
-                _ok("The extended Agent Card", out(a2a.AgentCard)),
-                (400, 401),
-            )
-        },
-        "/message:send": {
-            "post": _operation(
-                "SendMessage",
-                "Send a message; answers the task (or a message) when it settles, "
-                "or at once with `configuration.returnImmediately`",
-                [version],
-                _ok("The task or message", out(a2a.SendMessageResponse)),
-                (400, 404, 413, 415),
-                body=_body(inp(a2a.SendMessageRequest)),
-            )
-        },
-        "/message:stream": {
-            "post": _operation(
-                "SendStreamingMessage",
-                "Send a message and stream the task's events (Server-Sent Events)",
-                [version],
-                _stream("The task, then its status and artifact updates."),
-                (400, 404, 413, 415),
-                body=_body(inp(a2a.SendMessageRequest)),
-            )
-        },
-        "/tasks": {
-            "get": _operation(
-                "ListTasks",
-                "The caller's tasks, newest status first, page by page",
-                list_params,
-                _ok("One page of tasks", out(a2a.ListTasksResponse)),
-                (400,),
-            )
-        },
-        "/tasks/{id}": {
-            "get": _operation(
-                "GetTask",
-                "One task: status, artifacts and history",
-                [version, task_id, history],
-                _ok("The task", out(a2a.Task)),
-                (400, 404),
-            )
-        },
-        "/tasks/{id}:cancel": {
-            "post": _operation(
-                "CancelTask",
-                "Cancel a task that has not settled (of a body, only `tenant` is read)",
-                [version, task_id],
-                _ok("The canceled task", out(a2a.Task)),
-                (404, 409),
-            )
-        },
-        "/tasks/{id}:subscribe": {
-            "post": _operation(
-                "SubscribeToTask",
-                "Stream the events of a task that has not ended (Server-Sent Events)",
-                [version, task_id],
-                _stream("The task as it is now, then its updates."),
-                (404, 409),
-            ),
-            # The proto's HTTP rule for SubscribeToTask is this GET; POST is served too.
-            "get": _operation(
-                "SubscribeToTaskByGet",
-                "SubscribeToTask by the proto's GET rule: the same stream as the POST",
-                [version, task_id],
-                _stream("The task as it is now, then its updates."),
-                (404, 409),
-            ),
-        },
-        "/tasks/{id}/pushNotificationConfigs": {
-            "post": _operation(
-                "CreateTaskPushNotificationConfig",
-                "Register a webhook for the task's updates",
-                [version, task_id],
-                _ok("The config, with its id", out(a2a.TaskPushNotificationConfig)),
-                (400, 404, 413, 415),
-                body=_body(inp(a2a.TaskPushNotificationConfig)),
-            ),
-            "get": _operation(
-                "ListTaskPushNotificationConfigs",
-                "The task's webhooks",
-                [version, task_id],
-                _ok("The configs", out(a2a.ListTaskPushNotificationConfigsResponse)),
-                (400, 404),
-            ),
-        },
-        "/tasks/{id}/pushNotificationConfigs/{configId}": {
-            "get": _operation(
-                "GetTaskPushNotificationConfig",
-                "One of the task's webhooks",
-                [version, task_id, config_id],
-                _ok("The config", out(a2a.TaskPushNotificationConfig)),
-                (400, 404),
-            ),
-            "delete": _operation(
-                "DeleteTaskPushNotificationConfig",
-                "Remove one of the task's webhooks",
-                [version, task_id, config_id],
-                {
-                    "description": "Deleted (an empty object)",
-                    "content": _json_content({"type": "object", "maxProperties": 0}),
-                },
-                (400, 404),
-            ),
-        },
     }
+    deleted = {
+        "description": "Deleted (an empty object)",
+        "content": _json_content({"type": "object", "maxProperties": 0}),
+    }
+    # path, method: operationId, summary, parameters, 200 response, its own error statuses,
+    # request body
+    operations: dict[tuple[str, str], tuple[Any, ...]] = {
+        ("/extendedAgentCard", "get"): (
+            "GetExtendedAgentCard",
+            "The extended Agent Card of an authenticated caller",
+            [version],
+            _ok("The extended Agent Card", out(a2a.AgentCard)),
+            (400, 401),
+        ),
+        ("/message:send", "post"): (
+            "SendMessage",
+            "Send a message; answers the task (or a message) when it settles, "
+            "or at once with `configuration.returnImmediately`",
+            [version],
+            _ok("The task or message", out(a2a.SendMessageResponse)),
+            (400, 404, 413, 415),
+            _body(inp(a2a.SendMessageRequest)),
+        ),
+        ("/message:stream", "post"): (
+            "SendStreamingMessage",
+            "Send a message and stream the task's events (Server-Sent Events)",
+            [version],
+            _stream("The task, then its status and artifact updates."),
+            (400, 404, 413, 415),
+            _body(inp(a2a.SendMessageRequest)),
+        ),
+        ("/tasks", "get"): (
+            "ListTasks",
+            "The caller's tasks, newest status first, page by page",
+            list_params,
+            _ok("One page of tasks", out(a2a.ListTasksResponse)),
+            (400,),
+        ),
+        ("/tasks/{id}", "get"): (
+            "GetTask",
+            "One task: status, artifacts and history",
+            [version, task_id, history],
+            _ok("The task", out(a2a.Task)),
+            (400, 404),
+        ),
+        ("/tasks/{id}:cancel", "post"): (
+            "CancelTask",
+            "Cancel a task that has not settled (of a body, only `tenant` is read)",
+            [version, task_id],
+            _ok("The canceled task", out(a2a.Task)),
+            (404, 409),
+        ),
+        ("/tasks/{id}:subscribe", "post"): (
+            "SubscribeToTask",
+            "Stream the events of a task that has not ended (Server-Sent Events)",
+            [version, task_id],
+            _stream("The task as it is now, then its updates."),
+            (404, 409),
+        ),
+        # The proto's HTTP rule for SubscribeToTask is this GET; POST is served too.
+        ("/tasks/{id}:subscribe", "get"): (
+            "SubscribeToTaskByGet",
+            "SubscribeToTask by the proto's GET rule: the same stream as the POST",
+            [version, task_id],
+            _stream("The task as it is now, then its updates."),
+            (404, 409),
+        ),
+        ("/tasks/{id}/pushNotificationConfigs", "post"): (
+            "CreateTaskPushNotificationConfig",
+            "Register a webhook for the task's updates",
+            [version, task_id],
+            _ok("The config, with its id", out(a2a.TaskPushNotificationConfig)),
+            (400, 404, 413, 415),
+            _body(inp(a2a.TaskPushNotificationConfig)),
+        ),
+        ("/tasks/{id}/pushNotificationConfigs", "get"): (
+            "ListTaskPushNotificationConfigs",
+            "The task's webhooks",
+            [version, task_id],
+            _ok("The configs", out(a2a.ListTaskPushNotificationConfigsResponse)),
+            (400, 404),
+        ),
+        ("/tasks/{id}/pushNotificationConfigs/{configId}", "get"): (
+            "GetTaskPushNotificationConfig",
+            "One of the task's webhooks",
+            [version, task_id, config_id],
+            _ok("The config", out(a2a.TaskPushNotificationConfig)),
+            (400, 404),
+        ),
+        ("/tasks/{id}/pushNotificationConfigs/{configId}", "delete"): (
+            "DeleteTaskPushNotificationConfig",
+            "Remove one of the task's webhooks",
+            [version, task_id, config_id],
+            deleted,
+            (400, 404),
+        ),
+    }
+    for (path, method), operation in operations.items():
+        paths.setdefault(path, {})[method] = _operation(*operation)
+    return paths
 
 
 # FastAPI's path parameter names -> the proto's (the ones the document uses).

@@ -568,24 +568,44 @@ class Worker:
         self.soak.track(self.principal, task_id)
         return task_id
 
+    def send(self, rpc: bool, message: dict[str, Any], **configuration: Any) -> dict[str, Any]:
+        """SendMessage over JSON-RPC 1.0 (`rpc`) or HTTP+JSON: the task it answers."""
+        request: dict[str, Any] = {"message": message}
+        if configuration:
+            request["configuration"] = configuration
+        if rpc:
+            return self.rpc("1.0", "SendMessage", request)["task"]
+        return self.rest("POST", "/message:send", request)["task"]
+
+    @staticmethod
+    def send_op(rpc: bool, kind: str) -> str:
+        """The name a send of `kind` (blocking, non-blocking, ...) is timed as."""
+        return f"jsonrpc SendMessage ({kind})" if rpc else f"rest send ({kind})"
+
+    def send_at_once(self, rpc: bool, label: str, directive: str = "") -> str:
+        """A fresh message sent with returnImmediately: its task's id."""
+        message = self.message(self.text(label, directive))
+        with self.op(self.send_op(rpc, "non-blocking")):
+            return self.track(self.send(rpc, message, returnImmediately=True))
+
     # -- HTTP+JSON scenarios ----------------------------------------------------------------------
 
-    def rest_send_blocking(self) -> None:
-        text = self.text("blocking")
-        with self.op("rest send (blocking)"):
-            task = self.rest("POST", "/message:send", {"message": self.message(text)})["task"]
+    def send_blocking(self, rpc: bool, label: str, op: str) -> None:
+        """A blocking send answered by the completed echo: this worker's latest ended task."""
+        text = self.text(label)
+        with self.op(op):
+            task = self.send(rpc, self.message(text))
             self.track(task)
-            self.expect(task, {"TASK_STATE_COMPLETED"}, "blocking send")
+            self.expect(task, {"TASK_STATE_COMPLETED"}, op)
             if _task_text(task) != f"Echo: {text}":
-                raise OpFailed(f"blocking send: artifact text {_task_text(task)!r}")
+                raise OpFailed(f"{op}: artifact text {_task_text(task)!r}, not the echo")
         self.last_completed, self.last_completed_at = task["id"], time.monotonic()
 
+    def rest_send_blocking(self) -> None:
+        self.send_blocking(False, "blocking", "rest send (blocking)")
+
     def rest_send_nonblocking(self) -> None:
-        body = {"message": self.message(self.text("nonblocking")), "configuration": {}}
-        body["configuration"]["returnImmediately"] = True
-        with self.op("rest send (non-blocking)"):
-            task = self.rest("POST", "/message:send", body)["task"]
-            task_id = self.track(task)
+        task_id = self.send_at_once(False, "nonblocking")
         self.poll(lambda: self.rest("GET", f"/tasks/{task_id}"), "rest get-task")
 
     def poll(self, get: Callable[[], dict[str, Any]], op: str) -> dict[str, Any]:
@@ -613,10 +633,7 @@ class Worker:
                 raise OpFailed("stream: the reply's text is not the echo")
 
     def rest_subscribe(self) -> None:
-        body = {"message": self.message(self.text("subscribe", "[slow=2]"))}
-        body["configuration"] = {"returnImmediately": True}
-        with self.op("rest send (non-blocking)"):
-            task_id = self.track(self.rest("POST", "/message:send", body)["task"])
+        task_id = self.send_at_once(False, "subscribe", "[slow=2]")
         with self.op("rest subscribe"):
             events = self.stream(f"/tasks/{task_id}:subscribe", {}, "1.0", False)
             state = self.check_stream10(events, task_id)
@@ -624,10 +641,7 @@ class Worker:
                 raise OpFailed(f"subscribe: task ended {state}")
 
     def rest_cancel(self) -> None:
-        body = {"message": self.message(self.text("cancel", "[slow=3]"))}
-        body["configuration"] = {"returnImmediately": True}
-        with self.op("rest send (non-blocking)"):
-            task_id = self.track(self.rest("POST", "/message:send", body)["task"])
+        task_id = self.send_at_once(False, "cancel", "[slow=3]")
         with self.op("rest cancel"):
             response = self.http.post(f"/tasks/{task_id}:cancel", headers={"A2A-Version": "1.0"})
             if response.status_code == 200:
@@ -643,18 +657,20 @@ class Worker:
             return True
         return False
 
-    def rest_multi_turn(self) -> None:
-        with self.op("rest send (input-required)"):
-            body = {"message": self.message(self.text("turns", "[input]"))}
-            task = self.rest("POST", "/message:send", body)["task"]
+    def multi_turn(self, rpc: bool, label: str, follow_up: str) -> None:
+        """A task that asks for input, then completes with the follow-up message."""
+        with self.op(self.send_op(rpc, "input-required")):
+            task = self.send(rpc, self.message(self.text(label, "[input]")))
             task_id = self.track(task)
             self.expect(task, {"TASK_STATE_INPUT_REQUIRED"}, "first turn")
-        with self.op("rest send (continuation)"):
-            body = {"message": self.message("and the rest", task_id)}
-            task = self.rest("POST", "/message:send", body)["task"]
+        with self.op(self.send_op(rpc, "continuation")):
+            task = self.send(rpc, self.message(follow_up, task_id))
             self.expect(task, {"TASK_STATE_COMPLETED"}, "second turn")
-            if task["id"] != task_id or not _task_text(task).endswith(" + and the rest"):
+            if task["id"] != task_id or not _task_text(task).endswith(f" + {follow_up}"):
                 raise OpFailed(f"second turn: {json.dumps(task)[:300]}")
+
+    def rest_multi_turn(self) -> None:
+        self.multi_turn(False, "turns", "and the rest")
 
     def rest_list(self) -> None:
         rich = self.rng.random() < 0.5
@@ -724,20 +740,10 @@ class Worker:
     # -- JSON-RPC 1.0 scenarios -------------------------------------------------------------------
 
     def rpc_send(self) -> None:
-        text = self.text("rpc")
-        with self.op("jsonrpc SendMessage"):
-            task = self.rpc("1.0", "SendMessage", {"message": self.message(text)})["task"]
-            self.track(task)
-            self.expect(task, {"TASK_STATE_COMPLETED"}, "SendMessage")
-            if _task_text(task) != f"Echo: {text}":
-                raise OpFailed("SendMessage: the reply's text is not the echo")
-        self.last_completed, self.last_completed_at = task["id"], time.monotonic()
+        self.send_blocking(True, "rpc", "jsonrpc SendMessage")
 
     def rpc_send_nonblocking(self) -> None:
-        params = {"message": self.message(self.text("rpc nb"))}
-        params["configuration"] = {"returnImmediately": True}
-        with self.op("jsonrpc SendMessage (non-blocking)"):
-            task_id = self.track(self.rpc("1.0", "SendMessage", params)["task"])
+        task_id = self.send_at_once(True, "rpc nb")
         self.poll(lambda: self.rpc("1.0", "GetTask", {"id": task_id}), "jsonrpc GetTask")
 
     def rpc_stream(self) -> None:
@@ -752,10 +758,7 @@ class Worker:
         return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
     def rpc_subscribe(self) -> None:
-        params = {"message": self.message(self.text("rpc sub", "[slow=2]"))}
-        params["configuration"] = {"returnImmediately": True}
-        with self.op("jsonrpc SendMessage (non-blocking)"):
-            task_id = self.track(self.rpc("1.0", "SendMessage", params)["task"])
+        task_id = self.send_at_once(True, "rpc sub", "[slow=2]")
         with self.op("jsonrpc SubscribeToTask"):
             body = self.rpc_body("SubscribeToTask", {"id": task_id})
             state = self.check_stream10(self.stream("/", body, "1.0", True), task_id)
@@ -763,10 +766,7 @@ class Worker:
                 raise OpFailed(f"SubscribeToTask: task ended {state}")
 
     def rpc_cancel(self) -> None:
-        params = {"message": self.message(self.text("rpc cancel", "[slow=3]"))}
-        params["configuration"] = {"returnImmediately": True}
-        with self.op("jsonrpc SendMessage (non-blocking)"):
-            task_id = self.track(self.rpc("1.0", "SendMessage", params)["task"])
+        task_id = self.send_at_once(True, "rpc cancel", "[slow=3]")
         with self.op("jsonrpc CancelTask"):
             try:
                 task = self.rpc("1.0", "CancelTask", {"id": task_id})
@@ -776,15 +776,7 @@ class Worker:
                     raise
 
     def rpc_multi_turn(self) -> None:
-        with self.op("jsonrpc SendMessage (input-required)"):
-            params = {"message": self.message(self.text("rpc turns", "[input]"))}
-            task = self.rpc("1.0", "SendMessage", params)["task"]
-            task_id = self.track(task)
-            self.expect(task, {"TASK_STATE_INPUT_REQUIRED"}, "first turn")
-        with self.op("jsonrpc SendMessage (continuation)"):
-            params = {"message": self.message("and more", task_id)}
-            task = self.rpc("1.0", "SendMessage", params)["task"]
-            self.expect(task, {"TASK_STATE_COMPLETED"}, "second turn")
+        self.multi_turn(True, "rpc turns", "and more")
 
     def rpc_list(self) -> None:
         params: dict[str, Any] = {"pageSize": 5}

@@ -10,7 +10,8 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from a2a_serverless.models import Caller
 from a2a_serverless.store import MAX_OWNER_BYTES, utf8_size
@@ -184,26 +185,19 @@ class JwksCache:
         return document
 
 
+@dataclass(eq=False)
 class JwtAuthenticator:
     """`Authorization: Bearer <JWT>` from the configured issuer for the configured audience
     -> principal `{iss}|{sub}` with the token's claims and scopes."""
 
-    scheme = "jwt"
+    scheme: ClassVar[str] = "jwt"
 
-    def __init__(
-        self,
-        issuer: str,
-        audience: str,
-        jwks: JwksCache,
-        *,
-        leeway: int = LEEWAY_SECONDS,
-        now: Callable[[], int] | None = None,
-    ) -> None:
-        self.issuer = issuer
-        self.audience = audience
-        self._jwks = jwks
-        self._leeway = leeway
-        self._now = now
+    issuer: str
+    audience: str
+    jwks: JwksCache
+    _: KW_ONLY
+    leeway: int = LEEWAY_SECONDS
+    now: Callable[[], int] | None = None
 
     def authenticate(self, headers: Mapping[str, Any] | None) -> Authenticated:
         from joserfc import jws
@@ -229,7 +223,7 @@ class JwtAuthenticator:
             raise Unauthenticated(f"algorithm {str(alg)[:20]!r} refused")
         if kid is not None and not isinstance(kid, str):
             raise Unauthenticated("kid is not a string")
-        key = self._jwks.key(kid, alg)
+        key = self.jwks.key(kid, alg)
         try:
             valid = jws.validate_compact(signed, key, algorithms=[alg])
             claims = json.loads(signed.payload or b"")
@@ -240,8 +234,8 @@ class JwtAuthenticator:
         if not isinstance(claims, dict):
             raise Unauthenticated("claims are not a JSON object")
         registry = JWTClaimsRegistry(
-            now=self._now,
-            leeway=self._leeway,
+            now=self.now,
+            leeway=self.leeway,
             iss={"essential": True, "value": self.issuer},
             aud={"essential": True, "value": self.audience},
             exp={"essential": True},
@@ -260,4 +254,4 @@ class JwtAuthenticator:
             claims=bounded_claims(claims),
             scopes=scopes_of(claims),
         )
-        return Authenticated(caller, expires_at=math.ceil(claims["exp"]) + self._leeway)
+        return Authenticated(caller, expires_at=math.ceil(claims["exp"]) + self.leeway)

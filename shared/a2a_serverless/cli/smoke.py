@@ -156,6 +156,16 @@ def describe_error(response: httpx.Response) -> str:
     return text
 
 
+def json_answer(response: httpx.Response, request: str) -> Any:
+    """The JSON body of a 200 answer to `request` (named in the error); CheckFailed otherwise."""
+    if response.status_code != 200:
+        raise CheckFailed(f"{request}: {describe_error(response)}")
+    try:
+        return response.json()
+    except ValueError:
+        raise CheckFailed(f"{request}: body is not JSON: {_short(response.text)}") from None
+
+
 def user_message(text: str, task_id: str | None = None) -> dict[str, Any]:
     message: dict[str, Any] = {
         "messageId": str(uuid.uuid4()),
@@ -324,15 +334,7 @@ class Smoke:
     def rest_ok(
         self, method: str, path: str, body: dict[str, Any] | None = None, *, timeout: float = 0
     ) -> Any:
-        response = self.rest(method, path, body, timeout=timeout)
-        if response.status_code != 200:
-            raise CheckFailed(f"{method} {path}: {describe_error(response)}")
-        try:
-            return response.json()
-        except ValueError:
-            raise CheckFailed(
-                f"{method} {path}: body is not JSON: {_short(response.text)}"
-            ) from None
+        return json_answer(self.rest(method, path, body, timeout=timeout), f"{method} {path}")
 
     def send(self, text: str, *, return_immediately: bool, timeout: float = 0) -> dict[str, Any]:
         """POST /message:send; the strict SendMessageResponse as JSON."""
@@ -443,12 +445,7 @@ class Smoke:
             content=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )
-        if response.status_code != 200:
-            raise CheckFailed(f"{method}: {describe_error(response)}")
-        try:
-            payload = response.json()
-        except ValueError:
-            raise CheckFailed(f"{method}: answer is not JSON: {_short(response.text)}") from None
+        payload = json_answer(response, method)
         if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
             raise CheckFailed(f"{method}: not a JSON-RPC 2.0 response: {_short(payload)}")
         if payload.get("id") != request_id:
@@ -504,12 +501,7 @@ class Smoke:
         except httpx.TransportError:
             self.reachable = False
             raise
-        if response.status_code != 200:
-            raise CheckFailed(f"GET {CARD_PATH}: {describe_error(response)}")
-        try:
-            card = response.json()
-        except ValueError:
-            raise CheckFailed(f"the card is not JSON: {_short(response.text)}") from None
+        card = json_answer(response, f"GET {CARD_PATH}")
         if not isinstance(card, dict):
             raise CheckFailed(f"the card is not a JSON object: {_short(card)}")
         compat = [name for name in CARD_V03_FIELDS if name in card]
@@ -569,13 +561,16 @@ class Smoke:
 
     # -- 2. send --------------------------------------------------------------------------
 
-    def check_send_blocking(self) -> tuple[str, dict[str, float]]:
+    def timed_send(self, *, return_immediately: bool) -> tuple[dict[str, Any] | None, float]:
+        """The smoke text sent: the task answered (None for a Message) and the seconds it took."""
         started = time.perf_counter()
-        data = self.send(self.text, return_immediately=False)
-        elapsed = time.perf_counter() - started
-        if "message" in data:
+        data = self.send(self.text, return_immediately=return_immediately)
+        return data.get("task"), time.perf_counter() - started
+
+    def check_send_blocking(self) -> tuple[str, dict[str, float]]:
+        task, elapsed = self.timed_send(return_immediately=False)
+        if task is None:
             return "answered with a Message", {"send_s": round(elapsed, 3)}
-        task = data["task"]
         state = state_of(task)
         if state not in SETTLED_STATES:
             raise CheckFailed(
@@ -591,27 +586,25 @@ class Smoke:
         )
 
     def check_send_nonblocking(self) -> tuple[str, dict[str, float]]:
-        started = time.perf_counter()
-        data = self.send(self.text, return_immediately=True)
-        returned = time.perf_counter() - started
-        if "message" in data:
+        task, returned = self.timed_send(return_immediately=True)
+        if task is None:
             return "answered with a Message (no task to get)", {"send_s": round(returned, 3)}
-        task = data["task"]
         first_state = state_of(task)
+        read = time.perf_counter()
         got = self.get_task(task["id"])
-        first_get = time.perf_counter() - started
+        get_task_s = time.perf_counter() - read
         if got.get("contextId") != task.get("contextId"):
             raise CheckFailed(f"GetTask contextId {got.get('contextId')} != {task['contextId']}")
         final, reads = (
             (got, 1) if state_of(got) in SETTLED_STATES else self.wait_settled(task["id"])
         )
-        settled = time.perf_counter() - started
+        settled = returned + time.perf_counter() - read
         return (
             f"task {task['id']} returned {first_state}, GetTask saw {state_of(got)}, "
             f"{state_of(final)} after {reads} read(s)",
             {
                 "send_s": round(returned, 3),
-                "get_task_s": round(first_get - returned, 3),
+                "get_task_s": round(get_task_s, 3),
                 "settled_s": round(settled, 3),
             },
         )
@@ -795,12 +788,14 @@ class Smoke:
 
     # -- 7. long-lived requests (--long) ---------------------------------------------------
 
-    def check_long_subscribe(self) -> tuple[str, dict[str, float]]:
+    def skip_unless_long(self, does: str) -> None:
+        """Skips a check of --long when it was not given; `does` says what it would do."""
         if not self.long:
-            raise CheckSkipped(
-                f"not requested: --long holds a subscribe open {self.long_slow} s, past "
-                f"the gateway's {self.limit:.0f} s limit"
-            )
+            limit = f"the gateway's {self.limit:.0f} s limit"
+            raise CheckSkipped(f"not requested: --long {does} {limit}")
+
+    def check_long_subscribe(self) -> tuple[str, dict[str, float]]:
+        self.skip_unless_long(f"holds a subscribe open {self.long_slow} s, past")
         if not self.streaming:
             raise CheckSkipped("the card says streaming: false: no subscribe to hold open")
         started = time.perf_counter()
@@ -852,11 +847,7 @@ class Smoke:
         )
 
     def check_long_request(self) -> tuple[str, dict[str, float]]:
-        if not self.long:
-            raise CheckSkipped(
-                f"not requested: --long runs a {self.long_slow} s blocking send through "
-                f"the gateway's {self.limit:.0f} s limit"
-            )
+        self.skip_unless_long(f"runs a {self.long_slow} s blocking send through")
         if not self.echo:
             raise CheckSkipped(
                 f"needs the echo flow ([slow=N]): only a task that takes more than "

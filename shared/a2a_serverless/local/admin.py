@@ -45,11 +45,12 @@ class FunctionHost(Protocol):
 
 
 class AdminError(Exception):
+    """A refused admin request: its HTTP status and error body (`code` the status name)."""
+
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
         self.status = status
-        self.code = code
-        self.message = message
+        self.body = {"error": {"code": status, "status": code, "message": message}}
 
 
 def _not_found(method: str, path: str) -> AdminError:
@@ -99,13 +100,9 @@ class LocalAdmin:
                 body = await _read_json(receive) if method in ("POST", "PUT") else {}
                 status, payload = await self.dispatch(method, path, body, scope)
         except AdminError as error:
-            status = error.status
-            payload = {
-                "error": {"code": error.status, "status": error.code, "message": error.message}
-            }
+            status, payload = error.status, error.body
         except ValueError as error:  # what the key/token/user makers refuse
-            status = 400
-            payload = {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": str(error)}}
+            status, payload = 400, AdminError(400, "INVALID_ARGUMENT", str(error)).body
         body_bytes = b"" if payload is None else json.dumps(payload, default=str).encode()
         headers = [(b"cache-control", b"no-store")]
         if payload is not None:

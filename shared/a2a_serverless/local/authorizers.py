@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from a2a_serverless.local.sigv4 import IamUsers, MissingSignature, SignatureError, verify
@@ -379,31 +379,23 @@ class Admitted:
 Handler = Callable[[dict[str, Any], Any], Any]
 
 
+@dataclass(eq=False)
 class Guard:
     """API Gateway's checks of one API: authorizer (cached), API key, SigV4."""
 
-    def __init__(
-        self,
-        definition: Mapping[str, Any],
-        *,
-        region: str,
-        account: str,
-        api_id: str,
-        handler_for_uri: Callable[[str], tuple[Handler, Any]],
-        usage_plan: LocalUsagePlan | None = None,
-        iam_users: IamUsers | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.definition = definition
-        self.region = region
-        self.account = account
-        self.api_id = api_id
-        self.handler_for_uri = handler_for_uri
-        self.usage_plan = usage_plan
-        self.iam_users = iam_users
-        self.clock = clock
-        self._cache: dict[tuple[str, tuple[str, ...]], tuple[float, dict[str, Any]]] = {}
-        self.authorizer_calls = 0
+    definition: Mapping[str, Any]
+    _: KW_ONLY
+    region: str
+    account: str
+    api_id: str
+    handler_for_uri: Callable[[str], tuple[Handler, Any]]
+    usage_plan: LocalUsagePlan | None = None
+    iam_users: IamUsers | None = None
+    clock: Callable[[], float] = time.monotonic
+    authorizer_calls: int = field(default=0, init=False)
+    _cache: dict[tuple[str, tuple[str, ...]], tuple[float, dict[str, Any]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def security(self, resource: str, method: str) -> MethodSecurity:
         return method_security(self.definition, resource, method)

@@ -115,7 +115,7 @@ def _dynamodb(
     params: Mapping[str, Any],
     region: str,
     account: str,
-    partition_key: PartitionKeyOf | None = None,
+    partition_key: PartitionKeyOf | None,
 ) -> list[tuple[str, str, Context]]:
     if operation in _TABLE_OPERATIONS:
         resource = _table_arn(params["TableName"], region, account)
@@ -207,18 +207,22 @@ def queue_arn(queue_url: str, region: str) -> str:
     return f"arn:aws:sqs:{region}:{account}:{name}"
 
 
-# SQS operations and the action each is authorized as (a batch as its single-message action).
+# SQS operations and the action each is authorized as: itself, a batch as its single-message
+# action.
 _SQS_ACTIONS = {
-    "SendMessage": "SendMessage",
-    "SendMessageBatch": "SendMessage",
-    "ReceiveMessage": "ReceiveMessage",
-    "DeleteMessage": "DeleteMessage",
-    "DeleteMessageBatch": "DeleteMessage",
-    "ChangeMessageVisibility": "ChangeMessageVisibility",
-    "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
-    "GetQueueAttributes": "GetQueueAttributes",
-    "SetQueueAttributes": "SetQueueAttributes",
-    "PurgeQueue": "PurgeQueue",
+    operation: operation.removesuffix("Batch")
+    for operation in (
+        "SendMessage",
+        "SendMessageBatch",
+        "ReceiveMessage",
+        "DeleteMessage",
+        "DeleteMessageBatch",
+        "ChangeMessageVisibility",
+        "ChangeMessageVisibilityBatch",
+        "GetQueueAttributes",
+        "SetQueueAttributes",
+        "PurgeQueue",
+    )
 }
 
 
@@ -272,13 +276,11 @@ def _lambda(
 
 # -- what a flow's own code calls (FlowPolicy, FlowUsesBedrock) -------------------------------
 
-# S3 object operations and the action each is authorized as (on the object's ARN).
+# S3 object operations and the action each is authorized as (on the object's ARN): itself,
+# but HeadObject's is GetObject.
 _S3_OBJECT_ACTIONS = {
-    "GetObject": "GetObject",
     "HeadObject": "GetObject",
-    "PutObject": "PutObject",
-    "DeleteObject": "DeleteObject",
-    "GetObjectTagging": "GetObjectTagging",
+    **{op: op for op in ("GetObject", "PutObject", "DeleteObject", "GetObjectTagging")},
 }
 # S3 bucket operations (on the bucket's ARN).
 _S3_BUCKET_ACTIONS = {

@@ -306,13 +306,11 @@ async def _buffered(receive: Any) -> tuple[bytes, Any]:
         if not message.get("more_body"):
             break
     body = b"".join(chunks)
-    replayed = False
+    unread = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def replay() -> dict[str, Any]:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
+        if unread:
+            return unread.pop()
         message: dict[str, Any] = await receive()
         return message
 

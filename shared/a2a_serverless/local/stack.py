@@ -95,6 +95,12 @@ _BASE_ENV = {
 }
 
 
+def endpoint_env(endpoint: str) -> dict[str, str]:
+    """The environment of a process whose AWS calls go to a moto server at `endpoint`: the
+    stack's credentials and region."""
+    return {**_BASE_ENV, "AWS_ENDPOINT_URL": endpoint}
+
+
 # GIL switch interval while a stack runs: its many threads share one GIL, and the default's
 # forced hand-overs cost CPU under load. A2A_LOCAL_SWITCH_INTERVAL overrides (0: keep default).
 SWITCH_INTERVAL_ENV = "A2A_LOCAL_SWITCH_INTERVAL"
@@ -498,6 +504,25 @@ class LocalStack:
         from moto.dynamodb.models import dynamodb_backends
 
         return list(dynamodb_backends[ACCOUNT][REGION].tables.values())
+
+    def table_request(self) -> dict[str, Any]:
+        """create_table's arguments for the stack's table as the template declares it (keys,
+        indexes, on demand): to make it where functions run against another endpoint."""
+        table = next(
+            r["Properties"]
+            for r in self.template["Resources"].values()
+            if r["Type"] == "AWS::DynamoDB::Table"
+        )
+        return {
+            "TableName": self.env["TABLE_NAME"],
+            "AttributeDefinitions": table["AttributeDefinitions"],
+            "KeySchema": table["KeySchema"],
+            "GlobalSecondaryIndexes": [
+                {k: v for k, v in index.items() if k in ("IndexName", "KeySchema", "Projection")}
+                for index in table.get("GlobalSecondaryIndexes") or ()
+            ],
+            "BillingMode": "PAY_PER_REQUEST",
+        }
 
     def _stream_read_up_to(self) -> int | None:
         """The lowest sequence number a stream mapping has yet to read (records below it
