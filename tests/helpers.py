@@ -11,6 +11,7 @@ from a2a.types import Role as SdkRole
 
 from a2a_serverless.core.tasklog import status_event
 from a2a_serverless.flows import StepContext
+from a2a_serverless.flows.base import ArtifactChunk
 from a2a_serverless.models import Message, TaskState, TaskStatus
 from a2a_serverless.store import TaskRecord
 
@@ -61,6 +62,30 @@ def add_submitted_task(store: Any, message: Message) -> TaskRecord:
     )
     store.create_task(record, message, status_event(record, status), None)
     return record
+
+
+class RecordingEmitter:
+    """A flow step's emitter that keeps what the step wrote."""
+
+    def __init__(self) -> None:
+        self.statuses: list[Message] = []
+        self.chunks: list[ArtifactChunk] = []
+
+    def status(self, message: Message) -> None:
+        self.statuses.append(message)
+
+    def artifact(self, chunk: ArtifactChunk) -> None:
+        self.chunks.append(chunk)
+
+
+def violated_fields(error: dict[str, Any]) -> list[str]:
+    """The fields a JSON-RPC or HTTP error's google.rpc.BadRequest details name."""
+    return [
+        v["field"]
+        for d in error["data"]
+        if d["@type"].endswith("google.rpc.BadRequest")
+        for v in d["fieldViolations"]
+    ]
 
 
 class NoExecutions:

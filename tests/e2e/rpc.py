@@ -20,6 +20,7 @@ from a2a.types import AgentCard, TaskState
 from tests import wire
 from tests.e2e.conftest import checked_async_client, new_principal
 from tests.helpers import user_message
+from tests.helpers import violated_fields as violated_fields  # for rpc.violated_fields
 
 # The 0.3 JSON-RPC request definition of each 0.3 method (schema `definitions`).
 V03_REQUESTS = {
@@ -93,15 +94,6 @@ def error(
 
 def error_info(error_object: dict[str, Any]) -> dict[str, Any]:
     return next(d for d in error_object["data"] if d["@type"].endswith("google.rpc.ErrorInfo"))
-
-
-def violated_fields(error_object: dict[str, Any]) -> list[str]:
-    return [
-        v["field"]
-        for d in error_object["data"]
-        if d["@type"].endswith("google.rpc.BadRequest")
-        for v in d["fieldViolations"]
-    ]
 
 
 @dataclass

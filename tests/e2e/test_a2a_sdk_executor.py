@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 from a2a.types import (
@@ -54,6 +55,15 @@ def states(events: list[StreamResponse]) -> list[int]:
     return [e.status_update.status.state for e in events if e.HasField("status_update")]
 
 
+@pytest.fixture(params=INTERFACES)
+async def streaming_agent(
+    sdk_server: DevServer, request: pytest.FixtureRequest
+) -> AsyncIterator[SdkAgent]:
+    """A streaming a2a-sdk client over each interface."""
+    async with sdk_client(sdk_server.base_url, request.param, streaming=True) as agent:
+        yield agent
+
+
 async def test_the_card_comes_from_the_flow(sdk_server: DevServer) -> None:
     async with checked_async_client(sdk_server.base_url, version=None) as http:
         card = (await http.get(CARD_PATH)).json()
@@ -86,23 +96,19 @@ async def test_multi_turn_non_streaming(sdk_server: DevServer, interface: str) -
         assert text_of(stored.history[1].parts) == ASK_NAME
 
 
-@pytest.mark.parametrize("interface", INTERFACES)
-async def test_multi_turn_streaming_artifact_in_chunks(
-    sdk_server: DevServer, interface: str
-) -> None:
-    async with sdk_client(sdk_server.base_url, interface, streaming=True) as agent:
-        first = await sent(agent, sdk_user_message("hi"))
-        assert first[0].WhichOneof("payload") == "task"
-        task = first[0].task
-        assert states(first)[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
-        assert text_of(first[-1].status_update.status.message.parts) == ASK_NAME
+async def test_multi_turn_streaming_artifact_in_chunks(streaming_agent: SdkAgent) -> None:
+    first = await sent(streaming_agent, sdk_user_message("hi"))
+    assert first[0].WhichOneof("payload") == "task"
+    task = first[0].task
+    assert states(first)[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert text_of(first[-1].status_update.status.message.parts) == ASK_NAME
 
-        answer = sdk_user_message("Grace", task_id=task.id, context_id=task.context_id)
-        events: list[StreamResponse] = []
-        arrivals: list[float] = []
-        async for event in agent.client.send_message(SendMessageRequest(message=answer)):
-            events.append(event)
-            arrivals.append(time.monotonic())
+    answer = sdk_user_message("Grace", task_id=task.id, context_id=task.context_id)
+    events: list[StreamResponse] = []
+    arrivals: list[float] = []
+    async for event in streaming_agent.client.send_message(SendMessageRequest(message=answer)):
+        events.append(event)
+        arrivals.append(time.monotonic())
     # The stream opens on the task as the answer left it, before its turn started (however
     # quick the executor): every event of the turn follows as an update.
     assert events[0].WhichOneof("payload") == "task" and events[0].task.id == task.id
@@ -152,27 +158,25 @@ async def wait_for_log(server: DevServer, line: str, timeout: float = 20.0) -> N
         await asyncio.sleep(0.2)
 
 
-@pytest.mark.parametrize("interface", INTERFACES)
 async def test_cancel_of_a_running_task_reaches_the_executors_cancel(
-    sdk_server: DevServer, interface: str
+    sdk_server: DevServer, streaming_agent: SdkAgent
 ) -> None:
-    async with sdk_client(sdk_server.base_url, interface, streaming=True) as agent:
-        first = await sent(agent, sdk_user_message("hi"))
-        task = first[0].task
-        answer = sdk_user_message("Linus", task_id=task.id, context_id=task.context_id)
-        events: list[StreamResponse] = []
-        canceled: Task | None = None
-        async for event in agent.client.send_message(SendMessageRequest(message=answer)):
-            events.append(event)
-            if event.HasField("artifact_update") and canceled is None:
-                # The first chunk is out; the executor is "thinking" before the next one.
-                canceled = await agent.client.cancel_task(CancelTaskRequest(id=task.id))
-        assert canceled is not None
-        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-        assert states(events)[-1] == TaskState.TASK_STATE_CANCELED
-        # The step finds the cancel at its next write and calls the executor's cancel().
-        await wait_for_log(sdk_server, f"{CANCEL_LOG} {task.id}")
-        stored = await agent.client.get_task(GetTaskRequest(id=task.id))
+    first = await sent(streaming_agent, sdk_user_message("hi"))
+    task = first[0].task
+    answer = sdk_user_message("Linus", task_id=task.id, context_id=task.context_id)
+    events: list[StreamResponse] = []
+    canceled: Task | None = None
+    async for event in streaming_agent.client.send_message(SendMessageRequest(message=answer)):
+        events.append(event)
+        if event.HasField("artifact_update") and canceled is None:
+            # The first chunk is out; the executor is "thinking" before the next one.
+            canceled = await streaming_agent.client.cancel_task(CancelTaskRequest(id=task.id))
+    assert canceled is not None
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert states(events)[-1] == TaskState.TASK_STATE_CANCELED
+    # The step finds the cancel at its next write and calls the executor's cancel().
+    await wait_for_log(sdk_server, f"{CANCEL_LOG} {task.id}")
+    stored = await streaming_agent.client.get_task(GetTaskRequest(id=task.id))
     assert stored.status.state == TaskState.TASK_STATE_CANCELED
     greeting = "".join(text_of(a.parts) for a in stored.artifacts)
     assert greeting.startswith("Hello, ") and greeting != "".join(greeting_chunks("Linus"))

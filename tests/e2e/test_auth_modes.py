@@ -21,11 +21,9 @@ from unittest import mock
 
 import httpx
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
 from tests.e2e.conftest import CARD_PATH, ROOT, DevServer, server_fixture
+from tests.e2e.sigv4 import SigV4
 
 pytestmark = pytest.mark.e2e
 
@@ -81,31 +79,6 @@ class HeaderAuth(httpx.Auth):
         yield request
 
 
-class BotocoreSigV4(httpx.Auth):
-    """Signs each request as an AWS SDK client does (botocore's SigV4, service execute-api)."""
-
-    requires_request_body = True
-
-    def __init__(self, access_key_id: str, secret_access_key: str) -> None:
-        self.credentials = Credentials(access_key_id, secret_access_key)
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        signed = AWSRequest(
-            method=request.method,
-            url=str(request.url),
-            headers={
-                k: v
-                for k, v in request.headers.items()
-                if k.lower() in ("content-type", "a2a-version")
-            },
-            data=request.content,
-        )
-        SigV4Auth(self.credentials, "execute-api", "us-east-1").add_auth(signed)
-        for name, value in signed.headers.items():
-            request.headers[name] = value
-        yield request
-
-
 @dataclass
 class Credential:
     principal: str  # the owner the stack must see
@@ -130,7 +103,7 @@ def credential(mode: str, server: DevServer, name: str) -> Credential:
     )
     access, secret = exports["AWS_ACCESS_KEY_ID"], exports["AWS_SECRET_ACCESS_KEY"]
     return Credential(
-        f"arn:aws:iam::123456789012:user/{name}", BotocoreSigV4(access, secret), secret, access
+        f"arn:aws:iam::123456789012:user/{name}", SigV4(access, secret), secret, access
     )
 
 
@@ -260,8 +233,8 @@ def test_a_bad_credential_is_refused(mode: str, server: DevServer) -> None:
     else:
         # API Gateway's INVALID_SIGNATURE: the template answers it 401 with the challenge.
         bad = [
-            BotocoreSigV4(good.key_id, "0" * 40),  # wrong secret
-            BotocoreSigV4("AKIA" + "X" * 16, good.secret),  # unknown access key
+            SigV4(good.key_id, "0" * 40),  # wrong secret
+            SigV4("AKIA" + "X" * 16, good.secret),  # unknown access key
         ]
     for auth in bad:
         with client(server, auth) as http:
@@ -462,12 +435,11 @@ def test_a_jwt_is_never_accepted_after_it_expired(jwt_server: DevServer) -> None
             assert_refused(http.post("/", json=rpc), "Jwt", "Unauthorized")
 
 
-class SkewedSigV4(BotocoreSigV4):
+class SkewedSigV4(SigV4):
     """Signs as an SDK on a clock `skew` off would, optionally with a session token."""
 
     def __init__(self, access: str, secret: str, skew: timedelta, token: str | None = None):
-        super().__init__(access, secret)
-        self.credentials = Credentials(access, secret, token)
+        super().__init__(access, secret, token)
         self.skew = skew
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -30,16 +30,13 @@ from a2a.types import (
     SendMessageRequest,
     TaskState,
 )
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
 from tests.e2e.conftest import DevServer, checked_async_client, server_fixture
 from tests.e2e.rpc import v03_only
+from tests.e2e.sigv4 import SigV4
 
 pytestmark = pytest.mark.e2e
 
-REGION = "us-east-1"  # the local stack's region (a SigV4 scope names it)
 INTERFACES = ("HTTP+JSON 1.0", "JSONRPC 1.0", "JSONRPC 0.3")
 
 
@@ -55,32 +52,6 @@ class Credential(CredentialService):
     ) -> str | None:
         self.asked.append(security_scheme_name)
         return self.value
-
-
-class SigV4(httpx.Auth):
-    """Signs each request as an AWS caller does for execute-api (Auth=Iam)."""
-
-    requires_request_body = True
-
-    def __init__(self, access_key: str, secret_key: str) -> None:
-        self.credentials = Credentials(access_key, secret_key)
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        signed = AWSRequest(
-            method=request.method,
-            url=str(request.url),
-            data=request.content,
-            headers={
-                k: v
-                for k, v in request.headers.items()
-                if k.lower() in ("host", "content-type", "a2a-version")
-            },
-        )
-        SigV4Auth(self.credentials, "execute-api", REGION).add_auth(signed)
-        for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token"):
-            if name in signed.headers:
-                request.headers[name] = signed.headers[name]
-        yield request
 
 
 NO_CACHE = ("--param", "AuthCacheTtlSeconds=0")

@@ -43,6 +43,15 @@ def user_env() -> dict[str, str]:
     return env
 
 
+def run_command(
+    *args: str, cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`a2a-serverless *args` run from a user's shell (`user_env`), its output captured."""
+    return subprocess.run(
+        command(*args), cwd=cwd, env=user_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
 # -- invoke ------------------------------------------------------------------------------------
 
 
@@ -106,14 +115,12 @@ def test_invoke_runs_every_sample_event(name: str) -> None:
 
 
 def test_invoke_from_any_folder_with_the_packaged_template(tmp_path: Path) -> None:
-    done = subprocess.run(
-        command("invoke", "StreamFunction", str(EVENTS / "jsonrpc_send_message.json")),
+    done = run_command(
+        "invoke",
+        "StreamFunction",
+        str(EVENTS / "jsonrpc_send_message.json"),
         cwd=tmp_path,  # no template.yaml here: the packaged one
-        env=user_env(),
-        capture_output=True,
-        text=True,
         timeout=120,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)  # stdout is the answer alone
@@ -142,9 +149,7 @@ def test_invoke_names_the_functions_when_one_is_unknown() -> None:
 
 def test_a_new_project_passes_its_own_test(tmp_path: Path) -> None:
     project = tmp_path / "weather-agent"
-    made = subprocess.run(
-        command("new", str(project)), env=user_env(), capture_output=True, text=True, timeout=60
-    )
+    made = run_command("new", str(project))
     assert made.returncode == 0, made.stderr
     assert (project / "weather_agent" / "flow.py").is_file()
     tested = subprocess.run(
@@ -158,20 +163,13 @@ def test_a_new_project_passes_its_own_test(tmp_path: Path) -> None:
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "1 passed" in tested.stdout
     # The README's invoke, on the sample event the project got, against the project's flow.
-    invoked = subprocess.run(
-        command("invoke", "SendMessageFunction", "events/send_message.json"),
-        cwd=project,
-        env=user_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    invoked = run_command(
+        "invoke", "SendMessageFunction", "events/send_message.json", cwd=project, timeout=120
     )
     assert invoked.returncode == 0, invoked.stderr
     task = json.loads(json.loads(invoked.stdout)["body"])["task"]
     assert task["artifacts"][0]["parts"][0]["text"].startswith("Hello! You sent")
-    again = subprocess.run(
-        command("new", str(project)), env=user_env(), capture_output=True, text=True, timeout=60
-    )
+    again = run_command("new", str(project))
     assert again.returncode != 0 and "not empty" in again.stderr
 
 

@@ -29,7 +29,7 @@ from tests.e2e.conftest import (
     new_principal,
     server_fixture,
 )
-from tests.e2e.test_cli import command, user_env
+from tests.e2e.test_cli import command, run_command, user_env
 
 SMOKE = ROOT / "scripts" / "smoke"
 CHECKS = [
@@ -392,15 +392,7 @@ apikey_server = server_fixture(
 
 def test_a_key_from_the_command_passes_the_smoke(apikey_server: DevServer) -> None:
     url = apikey_server.base_url
-    made = subprocess.run(
-        command("keys", "create", "--url", url, "--principal", "smoke"),
-        cwd=ROOT,
-        env=user_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    made = run_command("keys", "create", "--url", url, "--principal", "smoke", cwd=ROOT)
     assert made.returncode == 0, made.stderr
     key = made.stdout.strip()
     run = run_smoke(url, "--json", "--push-url", "http://127.0.0.1:9/hook", "--api-key", key)

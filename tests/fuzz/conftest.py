@@ -410,6 +410,16 @@ def add_push_config(client: httpx.Client, task_id: str, config: dict[str, Any]) 
     return created
 
 
+def own_tasks(client: httpx.Client) -> tuple[list[str], list[str]]:
+    """The fuzzing owner's tasks, made before its run for the fuzz to draw ids from: one
+    finished, one waiting for input, one waiting with a push config. (task ids, config ids)"""
+    done = send_text(client, "mine, finished")
+    waiting = send_text(client, "mine, waiting [input]")
+    hooked = send_text(client, "mine, hooked [input]")
+    config_id = add_push_config(client, hooked["id"], {"url": "http://127.0.0.1:9/mine"})
+    return [done["id"], waiting["id"], hooked["id"]], [config_id]
+
+
 @dataclass
 class Bystanders:
     """Another owner's tasks, made before the fuzz run, and their bytes then."""
@@ -493,3 +503,12 @@ def assert_service_works(server: DevServer) -> None:
         assert read.status_code == 200 and read.json()["id"] == task["id"], read.text
         listed = client.get("/tasks", headers=V10)
         assert listed.status_code == 200 and listed.json()["totalSize"] == 1, listed.text
+
+
+def assert_after_the_run(server: DevServer, bystanders: Bystanders, client: httpx.Client) -> int:
+    """The checks after a module's run: every task of `client`'s owner settled, the other
+    owner's tasks read back as before, the service still works. The owner's number of tasks."""
+    made = assert_tasks_settle(client)
+    bystanders.assert_unchanged()
+    assert_service_works(server)
+    return made

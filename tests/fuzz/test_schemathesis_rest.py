@@ -40,13 +40,11 @@ from schemathesis.core.result import Ok
 from tests.e2e.conftest import DevServer
 from tests.fuzz.conftest import (
     Bystanders,
-    add_push_config,
-    assert_service_works,
-    assert_tasks_settle,
+    assert_after_the_run,
     client_for,
     exchange,
     fuzz_settings,
-    send_text,
+    own_tasks,
 )
 
 pytestmark = pytest.mark.e2e
@@ -86,17 +84,15 @@ class Fuzzer:
 
 @pytest.fixture(scope="module")
 def fuzzer(fuzz_server: DevServer, bystanders: Bystanders) -> Iterator[Fuzzer]:
-    """The fuzzing owner's client, and real path ids to draw: its own tasks (one finished,
-    one waiting for input with a push config) and configs, and the bystanders'."""
+    """The fuzzing owner's client, and real path ids to draw: its own tasks and configs
+    (`own_tasks`), and the bystanders'."""
     with client_for(fuzz_server, f"schemathesis-{uuid.uuid4().hex}") as client:
-        done = send_text(client, "mine, finished")
-        waiting = send_text(client, "mine, waiting [input]")
-        config_id = add_push_config(client, waiting["id"], {"url": "http://127.0.0.1:9/mine"})
+        task_ids, config_ids = own_tasks(client)
         yield Fuzzer(
             client,
             {
-                "id": [done["id"], waiting["id"], *bystanders.task_ids],
-                "configId": [config_id, *bystanders.config_ids],
+                "id": [*task_ids, *bystanders.task_ids],
+                "configId": [*config_ids, *bystanders.config_ids],
             },
         )
 
@@ -173,6 +169,4 @@ def test_operation(fuzzer: Fuzzer, label: str) -> None:
 def test_after_the_run(fuzz_server: DevServer, bystanders: Bystanders, fuzzer: Fuzzer) -> None:
     """Runs after the operations above (module order): every task the fuzz made settled, the
     other owner's tasks read back byte for byte as before, the service still works."""
-    assert assert_tasks_settle(fuzzer.client) >= 2
-    bystanders.assert_unchanged()
-    assert_service_works(fuzz_server)
+    assert assert_after_the_run(fuzz_server, bystanders, fuzzer.client) >= 2

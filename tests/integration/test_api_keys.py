@@ -28,14 +28,8 @@ EVENT = json.loads((ROOT / "events" / "authorizer_request.json").read_text())
 CONTEXT = LambdaContext("a2a-AuthorizerFunction")
 
 
-@pytest.fixture(scope="module")
-def stack() -> Iterator[LocalStack]:
-    with LocalStack(event_sources=False) as stack:
-        yield stack
-
-
 @pytest.fixture
-def apigateway(stack: LocalStack) -> Any:
+def apigateway(local_stack: LocalStack) -> Any:
     return boto3.client("apigateway", region_name=REGION)
 
 
@@ -46,8 +40,8 @@ def plan_id(apigateway: Any) -> str:
 
 
 @pytest.fixture
-def store(stack: LocalStack) -> DynamoDBTaskStore:
-    return DynamoDBTaskStore(ddb(), stack.env["TABLE_NAME"])
+def store(local_stack: LocalStack) -> DynamoDBTaskStore:
+    return DynamoDBTaskStore(ddb(), local_stack.env["TABLE_NAME"])
 
 
 @pytest.fixture
@@ -56,7 +50,7 @@ def admin(store: DynamoDBTaskStore, apigateway: Any, plan_id: str) -> ApiKeyAdmi
 
 
 @pytest.fixture
-def authorizer(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def authorizer(local_stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The real handler, its authenticator built by the wiring from the environment."""
     monkeypatch.setenv("AUTH_MODE", "ApiKey")
     wiring.reset()
@@ -81,8 +75,8 @@ def usage_plan_key_ids(apigateway: Any, plan_id: str) -> set[str]:
     return {item["id"] for item in apigateway.get_usage_plan_keys(usagePlanId=plan_id)["items"]}
 
 
-def table_items(stack: LocalStack) -> list[dict[str, Any]]:
-    pages = ddb().get_paginator("scan").paginate(TableName=stack.env["TABLE_NAME"])
+def table_items(local_stack: LocalStack) -> list[dict[str, Any]]:
+    pages = ddb().get_paginator("scan").paginate(TableName=local_stack.env["TABLE_NAME"])
     return [item for page in pages for item in page["Items"]]
 
 
@@ -123,16 +117,16 @@ def test_authorizer_refusals_on_dynamodb(admin: ApiKeyAdmin, authorizer: Any) ->
     assert authorize(authorizer, good.api_key)["principalId"] == "bob"
 
 
-def test_the_table_never_holds_a_key(admin: ApiKeyAdmin, stack: LocalStack) -> None:
+def test_the_table_never_holds_a_key(admin: ApiKeyAdmin, local_stack: LocalStack) -> None:
     issued: list[IssuedKey] = [admin.create(f"user-{i}") for i in range(3)]
-    dump = json.dumps(table_items(stack))
+    dump = json.dumps(table_items(local_stack))
     for key in issued:
         assert key.api_key not in dump and key.api_key[17:] not in dump
         assert hash_api_key(key.api_key) in dump
 
 
 def test_key_items_are_invisible_to_tasks_listings_and_streams(
-    admin: ApiKeyAdmin, store: DynamoDBTaskStore, stack: LocalStack
+    admin: ApiKeyAdmin, store: DynamoDBTaskStore, local_stack: LocalStack
 ) -> None:
     # Principals shaped like the key layout's own partitions and prefixes.
     principals = ["APIKEYS", "APIKEY", "APIKEY#x", "T#", "carol"]
@@ -140,7 +134,7 @@ def test_key_items_are_invisible_to_tasks_listings_and_streams(
     deserialize = TypeDeserializer().deserialize
     key_items = [
         item
-        for item in table_items(stack)
+        for item in table_items(local_stack)
         if item["pk"]["S"] == "APIKEYS" or item["pk"]["S"].startswith("APIKEY#")
     ]
     assert len(key_items) >= 2 * len(issued)

@@ -232,24 +232,30 @@ def test_a_disabled_or_missing_key_fails(aws: Unmocked, capsys: pytest.CaptureFi
     assert code == 1 and "NotFoundException" in lines["card-signing-key"], out
 
 
+@pytest.fixture
+def no_aws_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No AWS config or credentials file, and no instance metadata to fall back on."""
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.mark.usefixtures("no_aws_files")
 def test_no_region_is_a_usage_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name in ("AWS_DEFAULT_REGION", "AWS_REGION"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     assert main(["doctor"]) == 1
     assert "no region" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("no_aws_files")
 def test_no_credentials_is_said_at_once(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     assert main(["doctor", "--region", REGION]) == 1
     captured = capsys.readouterr()
     assert "no AWS credentials" in captured.err and captured.out == ""

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -42,6 +40,7 @@ from tests.integration.harness import (
     wait_idle,
     wait_state,
 )
+from tests.integration.webhooks import Webhooks, always
 from tests.template.sam import FUNCTIONS
 from tests.wire import check_jsonrpc_response, check_sse_frames, rpc_request, unrecorded
 
@@ -150,55 +149,12 @@ def invoke(stack: LocalStack, name: str, event: dict[str, Any]) -> Any:
 
 # -- a webhook receiver -------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Post:
-    headers: dict[str, str]  # lower-case names
-    body: Any
-
-
-class Receiver:
-    """An HTTP server on 127.0.0.1 that answers 200 to every POST and keeps them."""
-
-    def __init__(self) -> None:
-        self.posts: list[Post] = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                with receiver.lock:
-                    headers = {k.lower(): v for k, v in self.headers.items()}
-                    receiver.posts.append(Post(headers, json.loads(body)))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def bodies(self) -> list[Any]:
-        with self.lock:
-            return [p.body for p in self.posts]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+HOOK = "samples"  # the receiver's one hook
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    hooks = Receiver()
+def receiver() -> Iterator[Webhooks]:
+    hooks = Webhooks()
     yield hooks
     hooks.close()
 
@@ -210,8 +166,13 @@ def receiver() -> Iterator[Receiver]:
 class Run:
     stack: LocalStack
     alice: A2A  # the principal of the samples' authorizer context
-    receiver: Receiver
+    receiver: Webhooks
     monkeypatch: pytest.MonkeyPatch
+
+    @property
+    def hook_url(self) -> str:
+        """The receiver's hook: it answers 200 to every POST."""
+        return self.receiver.hook(HOOK, always(200))
 
 
 def texts(task: dict[str, Any]) -> str:
@@ -354,7 +315,7 @@ def check_subscribe_task(run: Run) -> None:
 
 
 def create_config(run: Run, task_id: str) -> Resp:
-    event = sample("push_config_create.json", task_id=task_id, hook=run.receiver.url)
+    event = sample("push_config_create.json", task_id=task_id, hook=run.hook_url)
     return call_api(run.stack, "push_config_create.json", event)
 
 
@@ -365,7 +326,7 @@ def check_push_config_create(run: Run) -> None:
     assert created.json == {
         "id": SAMPLE_CONFIG_ID,
         "taskId": task_id,
-        "url": run.receiver.url,
+        "url": run.hook_url,
         "token": "notification-token-7f3e",
         "authentication": {"scheme": "Bearer", "credentials": "webhook-secret-2b9d"},
     }
@@ -410,7 +371,7 @@ def check_flow_worker_fail(run: Run) -> None:
 def check_webhook_stream_batch(run: Run) -> None:
     # The sample's config, inline: a webhook gets the events written after it was made, and
     # the sample's records are the task's first three.
-    config = json.loads(sample("push_config_create.json", hook=run.receiver.url)["body"])
+    config = json.loads(sample("push_config_create.json", hook=run.hook_url)["body"])
     response = run.alice.send_message(user_message("sample"), push_config=config)
     assert response.task["status"]["state"] == "TASK_STATE_COMPLETED"
     task_id = str(response.task["id"])
@@ -419,8 +380,8 @@ def check_webhook_stream_batch(run: Run) -> None:
     assert answer == {"batchItemFailures": []}  # Lambda's partial-batch response: none failed
     # Each record's event, as stored in the item, POSTed once, in stream order.
     images = [r["dynamodb"]["NewImage"] for r in event["Records"]]
-    assert run.receiver.bodies() == [json.loads(i["ev"]["S"]) for i in images]
-    for post in run.receiver.posts:
+    assert run.receiver.delivered(HOOK) == [json.loads(i["ev"]["S"]) for i in images]
+    for post in run.receiver.posts_to(HOOK):
         assert post.headers["content-type"] == "application/a2a+json"
         assert post.headers["x-a2a-notification-token"] == "notification-token-7f3e"
         assert post.headers["authorization"] == "Bearer webhook-secret-2b9d"
@@ -435,7 +396,7 @@ def check_webhook_retry_batch(run: Run) -> None:
     assert answer == {"batchItemFailures": []}
     # The queued event (seq 1 of the task, read from the table) went to the config's webhook.
     first = event_log(run.stack, task_id)[0][1]
-    assert run.receiver.bodies() == [first]
+    assert run.receiver.delivered(HOOK) == [first]
     assert first["statusUpdate"]["status"]["state"] == "TASK_STATE_SUBMITTED"
 
 
@@ -468,7 +429,7 @@ def test_sample_on_its_function(
     name: str,
     local_stack: LocalStack,
     alice: A2A,
-    receiver: Receiver,
+    receiver: Webhooks,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     CHECKS[name](Run(local_stack, alice, receiver, monkeypatch))

@@ -1,9 +1,9 @@
 """The store contract (tests/contract/cases.py) on DynamoDBTaskStore and the template's table
-in moto (one stack for the module: every case uses fresh ids)."""
+in moto (the suite's shared stack, reset between tests)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,22 +16,16 @@ from tests.contract.lease_cases import *  # noqa: F403 (the LeaseStore's)
 from tests.integration.harness import ddb
 
 
-@pytest.fixture(scope="module")
-def table_stack() -> Iterator[LocalStack]:
-    with LocalStack(event_sources=False) as stack:
-        yield stack
+@pytest.fixture
+def store(local_stack: LocalStack) -> DynamoDBTaskStore:
+    return DynamoDBTaskStore(ddb(), local_stack.env["TABLE_NAME"])
 
 
 @pytest.fixture
-def store(table_stack: LocalStack) -> DynamoDBTaskStore:
-    return DynamoDBTaskStore(ddb(), table_stack.env["TABLE_NAME"])
-
-
-@pytest.fixture
-def expire(table_stack: LocalStack) -> Callable[[str], dict[str, Any]]:
+def expire(local_stack: LocalStack) -> Callable[[str], dict[str, Any]]:
     """What the table's TTL does to a task: every item of its partition deleted; returns the
     header's old image as the stream carries it (deserialized, as Powertools gives it)."""
-    table = table_stack.env["TABLE_NAME"]
+    table = local_stack.env["TABLE_NAME"]
     deserialize = TypeDeserializer().deserialize
 
     def expire(task_id: str) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from a2a_serverless.flows.bedrock import BedrockFailure, BedrockFlow
 from a2a_serverless.local.admin import AdminError, _check_local
 from a2a_serverless.local.template import load_template
 from a2a_serverless.models import Message, Part, Role
+from tests.helpers import RecordingEmitter
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
@@ -310,17 +311,6 @@ def test_invoke_refuses_anything_else(refused: dict[str, Any]) -> None:
 # -- the Bedrock flow when its client cannot be made --------------------------------------------
 
 
-class _Emitter:
-    def __init__(self) -> None:
-        self.chunks: list[Any] = []
-
-    def status(self, message: Message) -> None:
-        pass
-
-    def artifact(self, chunk: Any) -> None:
-        self.chunks.append(chunk)
-
-
 def test_a_failure_making_the_client_ends_the_turn_with_its_message(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -331,7 +321,7 @@ def test_a_failure_making_the_client_ends_the_turn_with_its_message(
 
     monkeypatch.setattr(bedrock_flow, "new_client", not_here)
     message = Message(message_id="u1", role=Role.USER, parts=[Part(text="hi")])
-    emitter = _Emitter()
+    emitter = RecordingEmitter()
     ctx = StepContext(
         task_id="t1",
         context_id="c1",

@@ -32,6 +32,7 @@ from a2a_serverless.models import (
     TaskStatus,
 )
 from a2a_serverless.models.v03 import task_to_v03
+from tests.helpers import violated_fields
 
 TASK = Task(id="t1", context_id="c1", status=TaskStatus(state=TaskState.WORKING))
 
@@ -277,15 +278,6 @@ def test_error_texts_spell_states_as_the_callers_version(
     assert v10["message"] == "Task t1 is already TASK_STATE_INPUT_REQUIRED"
     v03 = error_of(post(rpc("tasks/cancel", {"id": "t1"}), version="0.3"), -32002)
     assert v03["message"] == "Task t1 is already input-required"
-
-
-def violated_fields(error: dict[str, Any]) -> list[str]:
-    return [
-        v["field"]
-        for d in error["data"]
-        if d["@type"].endswith("BadRequest")
-        for v in d["fieldViolations"]
-    ]
 
 
 @pytest.mark.parametrize(

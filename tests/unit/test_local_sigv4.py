@@ -33,23 +33,23 @@ def signed(
     secret: str | None = None,
     region: str = "us-east-1",
     service: str = "execute-api",
+    headers: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], Any]:
     made = users.create(user)
     url = f"http://{HOST}{path}" + (f"?{query}" if query else "")
-    request = AWSRequest(
-        method=method, url=url, headers={"Content-Type": "application/json"}, data=body
-    )
+    sent = {"Content-Type": "application/json", **(headers or {})}
+    request = AWSRequest(method=method, url=url, headers=sent, data=body)
     credentials = Credentials(made.access_key_id, secret or made.secret_access_key)
     SigV4Auth(credentials, service, region).add_auth(request)
-    headers = [(k, v) for k, v in request.headers.items()]
-    headers.append(("host", HOST))
-    headers.append(("user-agent", "test"))  # unsigned headers are ignored
+    received = [(k, v) for k, v in request.headers.items()]
+    received.append(("host", HOST))
+    received.append(("user-agent", "test"))  # unsigned headers are ignored
     return {
         "method": method,
         "host": HOST,
         "raw_path": path,
         "query_string": query,
-        "headers": headers,
+        "headers": received,
         "body": body,
         "users": users,
         "region": "us-east-1",
@@ -172,28 +172,10 @@ def test_a_credential_scope_of_another_region_or_service_is_refused(
 
 
 def test_a_content_hash_header_must_be_the_bodys(users: IamUsers) -> None:
-    made = users.create("carol")
-    request = AWSRequest(
-        method="POST",
-        url=f"http://{HOST}/message:send",
-        headers={"X-Amz-Content-SHA256": "0" * 64},
-        data=BODY,
-    )
-    SigV4Auth(
-        Credentials(made.access_key_id, made.secret_access_key), "execute-api", "us-east-1"
-    ).add_auth(request)
+    kwargs, _ = signed(users, "carol", headers={"X-Amz-Content-SHA256": "0" * 64})
     # botocore signed the declared hash, not the body: the declared hash is checked.
     with pytest.raises(SignatureError, match="x-amz-content-sha256"):
-        verify(
-            method="POST",
-            host=HOST,
-            raw_path="/message:send",
-            query_string="",
-            headers=[*request.headers.items(), ("host", HOST)],
-            body=BODY,
-            users=users,
-            region="us-east-1",
-        )
+        verify(**kwargs)
 
 
 def test_iam_user_names_are_checked(users: IamUsers) -> None:

@@ -13,24 +13,16 @@ import pytest
 
 from a2a_serverless.core.tasklog import status_event
 from a2a_serverless.flows import Outcome, StepContext
-from a2a_serverless.flows.base import ArtifactChunk, load_flow
+from a2a_serverless.flows.base import load_flow
 from a2a_serverless.flows.echo import MAX_KEPT_CHARS, EchoFlow
 from a2a_serverless.flows.emitter import MAX_PART_BYTES, _split_parts
 from a2a_serverless.flows.runtime import FlowWorker
-from a2a_serverless.models import (
-    Artifact,
-    Message,
-    Part,
-    StreamResponse,
-    TaskArtifactUpdateEvent,
-    TaskState,
-    TaskStatus,
-    limits,
-)
+from a2a_serverless.models import Message, Part, StreamResponse, TaskState, TaskStatus, limits
 from a2a_serverless.store import StatusChange, TaskRecord, TooLarge
 from a2a_serverless.store.dynamodb import keys, tasks
 from a2a_serverless.store.dynamodb.tasks import DynamoDBTaskLog
 from tests.fakes import InMemoryTaskStore
+from tests.helpers import RecordingEmitter
 
 # -- sizes --------------------------------------------------------------------------------------
 
@@ -142,14 +134,10 @@ def _change(**fields: Any) -> StatusChange:
     return StatusChange(**values)
 
 
-def _chunk(parts: list[Part], **artifact: Any) -> StreamResponse:
-    return StreamResponse(
-        artifact_update=TaskArtifactUpdateEvent(
-            task_id="t-1",
-            context_id="c-1",
-            artifact=Artifact(artifact_id="a", parts=parts, **artifact),
-        )
-    )
+def _chunk(parts: list[Part], **fields: Any) -> StreamResponse:
+    artifact = {"artifactId": "a", "parts": parts, **fields}
+    update = {"taskId": "t-1", "contextId": "c-1", "artifact": artifact}
+    return StreamResponse.model_validate({"artifactUpdate": update})
 
 
 def test_a_flow_state_past_its_bound_is_refused_before_any_call() -> None:
@@ -263,19 +251,8 @@ def test_a_part_no_event_can_hold_is_refused_with_advice() -> None:
         _split_parts([Part(data={"d": "é" * 200_000})])
 
 
-class Emitted:
-    def __init__(self) -> None:
-        self.chunks: list[ArtifactChunk] = []
-
-    def status(self, message: Message) -> None:
-        pass
-
-    def artifact(self, chunk: ArtifactChunk) -> None:
-        self.chunks.append(chunk)
-
-
-def _echo_step(state: dict[str, Any], text: str, step: int = 0) -> tuple[Outcome, Emitted]:
-    emitted = Emitted()
+def _echo_step(state: dict[str, Any], text: str, step: int = 0) -> tuple[Outcome, RecordingEmitter]:
+    emitted = RecordingEmitter()
     ctx = StepContext(
         task_id="t-1",
         context_id="c-1",
