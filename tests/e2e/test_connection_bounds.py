@@ -68,12 +68,20 @@ async def client_of(base_url: str, principal: str) -> AsyncIterator[httpx.AsyncC
 
 async def waiting_task(client: httpx.AsyncClient, prefix: str = "") -> str:
     """A task waiting for input (TASK_STATE_INPUT_REQUIRED): a subscription to it stays open
-    through the next turn, which never comes here (up to the stream's 840 s)."""
-    response = await client.post(f"{prefix}/message:send", json=message_body("hold [input]"))
+    through the next turn, which never comes here (up to the stream's 840 s). Sent without
+    waiting, then read until it waits: a blocking send holds one of the caller's connections
+    until its answer is written, which may be a moment after the client has read it."""
+    body = {**message_body("hold [input]"), "configuration": {"returnImmediately": True}}
+    response = await client.post(f"{prefix}/message:send", json=body)
     assert response.status_code == 200, response.text
-    task = response.json()["task"]
-    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
-    return str(task["id"])
+    task_id = str(response.json()["task"]["id"])
+    deadline = time.monotonic() + 30
+    while True:
+        task = (await client.get(f"{prefix}/tasks/{task_id}")).json()
+        if task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED":
+            return task_id
+        assert time.monotonic() < deadline, task
+        await asyncio.sleep(0.05)
 
 
 async def open_streams(
