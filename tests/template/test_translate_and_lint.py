@@ -99,7 +99,9 @@ def test_translation_rejects_an_invalid_template(sam: dict[str, Any]) -> None:
 
 
 def test_cfn_lint_finds_nothing_in_the_translated_template(cfn: dict[str, Any]) -> None:
-    assert _lint(json.dumps(cfn, indent=1)) == []
+    # One region: what differs by region (types, runtimes) is linted in every region on
+    # template.yaml below, which cfn-lint translates with the same SAM translator.
+    assert _lint(json.dumps(cfn, indent=1), ["us-east-1"]) == []
 
 
 # Parameter sets of every Auth mode (and the other conditional parts: quota, CORS).
