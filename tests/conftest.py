@@ -6,6 +6,10 @@ function makes to a call log of this session (a temporary file, or A2A_LOCAL_CAL
 set); at the end of the session they are evaluated against the functions' roles in the
 translated template (tests/iam_check.py). A call no policy allows fails the run; grants no
 call used are reported (terminal summary and `.pytest-reports/iam-report.json`).
+
+That check and the others that close a session (e2e wire coverage, the fuzz tally) run where
+the session ends: in this process, or under pytest-xdist in the controller, over the records
+each process handed over (`hand_over`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,8 +28,8 @@ from a2a_serverless.local.stack import LocalStack
 
 REPORTS = Path(__file__).resolve().parents[1] / ".pytest-reports"
 IAM_REPORT = REPORTS / "iam-report.json"
+Summary = tuple[str, bool, list[str]]  # title, failed, lines
 _CALL_LOG = pytest.StashKey[tuple[Path, bool]]()  # (path, whether this session made it)
-_IAM_SUMMARY = pytest.StashKey[list[str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -40,34 +45,98 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_CALL_LOG] = (Path(name), True)
 
 
+# -- what each process hands to the session's closing checks -----------------------------------
+#
+# The closing checks run where the session ends: alone, in this process; under pytest-xdist,
+# in the controller, over the records each worker handed over as it finished.
+
+_RECORDS = pytest.StashKey[dict[str, list[Any]]]()
+_SUMMARIES = pytest.StashKey[list[Summary]]()
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def hand_over(config: pytest.Config, name: str, record: Any) -> None:
+    """Give this process's `record` (plain data: lists, dicts, numbers, strings) of `name`
+    to the closing checks; call it from pytest_sessionfinish (tryfirst)."""
+    if is_worker(config):
+        config.workeroutput.setdefault("records", {})[name] = record
+    else:
+        config.stash.setdefault(_RECORDS, {}).setdefault(name, []).append(record)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: a worker finished; keep what it handed over."""
+    records = getattr(node, "workeroutput", {}).get("records", {})
+    for name, record in records.items():
+        node.config.stash.setdefault(_RECORDS, {}).setdefault(name, []).append(record)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Evaluate the recorded calls (after every fixture, the dev servers too, has stopped)."""
+    """The closing checks (after every fixture, the dev servers too, has stopped): IAM from
+    the recorded calls, the e2e suite's wire coverage, the fuzz tally. A failed check fails
+    the session; each prints a section of the terminal summary."""
+    config = session.config
+    if is_worker(config):
+        return
+    records = config.stash.get(_RECORDS, {})
+    summaries = config.stash.setdefault(_SUMMARIES, [])
+    for check in (_iam_check, _e2e_coverage_check, _fuzz_tally):
+        summary = check(config, records)
+        if summary is None:
+            continue
+        summaries.append(summary)
+        if summary[1] and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _iam_check(config: pytest.Config, records: dict[str, list[Any]]) -> Summary | None:
     from tests.iam_check import evaluate_file, format_report, to_json
 
-    path, ours = session.config.stash[_CALL_LOG]
+    path, ours = config.stash[_CALL_LOG]
     try:
         report = evaluate_file(path)
     finally:
         if ours:
             path.unlink(missing_ok=True)
     if report is None:  # nothing recorded: no stack ran (unit or template tests only)
-        return
+        return None
     REPORTS.mkdir(exist_ok=True)
     IAM_REPORT.write_text(json.dumps(to_json(report), indent=2) + "\n")
-    session.config.stash[_IAM_SUMMARY] = format_report(report)
-    if report.failed and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    lines = [*format_report(report), f"(details: {IAM_REPORT})"]
+    return ("IAM from observed calls", report.failed, lines)
+
+
+def _e2e_coverage_check(config: pytest.Config, records: dict[str, list[Any]]) -> Summary | None:
+    from tests.e2e.coverage import closing_problems
+
+    e2e = records.get("e2e", [])
+    problems = closing_problems(e2e)
+    if problems is None:  # part of the e2e suite: the counts say nothing
+        return None
+    seen = sum(len(record["seen"]) for record in e2e)
+    lines = problems or [f"every operation strictly checked ({seen} responses)"]
+    return ("e2e wire coverage", bool(problems), lines)
+
+
+def _fuzz_tally(config: pytest.Config, records: dict[str, list[Any]]) -> Summary | None:
+    from tests.fuzz.tally import Tally
+
+    tally = Tally.merged(records.get("fuzz", []))
+    if not tally.cases:
+        return None
+    return ("fuzz", tally.bad, [tally.written()])
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    lines = terminalreporter.config.stash.get(_IAM_SUMMARY, None)
-    if lines is None:
-        return
-    failed = any(line.startswith(("DENIED", "UNMAPPED")) for line in lines)
-    terminalreporter.section("IAM from observed calls", red=failed, green=not failed)
-    for line in lines:
-        terminalreporter.write_line(line)
-    terminalreporter.write_line(f"(details: {IAM_REPORT})")
+    for title, failed, lines in terminalreporter.config.stash.get(_SUMMARIES, []):
+        terminalreporter.section(title, red=failed, green=not failed)
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 class SharedStack:

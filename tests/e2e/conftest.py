@@ -27,14 +27,14 @@ import pytest
 from a2a.client import Client, ClientConfig, create_client
 
 from tests import wire
+from tests.conftest import hand_over
 from tests.e2e.coverage import (
     CARD_PATH,
     CHECK_FAILURES,
     SEEN,
-    Observed,
     Seen,
-    coverage_problems,
     operation,
+    session_record,
 )
 
 # Names the e2e modules import from here.
@@ -517,11 +517,10 @@ async def streaming_agent(base_url: str) -> AsyncIterator[Agent]:
 
 # -- the closing coverage check -------------------------------------------------------------
 #
-# Runs when the session ends, after every test wherever it was ordered, and only when every
-# e2e test was collected, selected and run (with part of the suite the counts say nothing).
+# What this process saw and checked is handed to the session's closing check (tests/conftest.py
+# runs `closing_problems` where the session ends), after every test wherever it was ordered.
 
 _E2E = Path(__file__).parent
-_COVERAGE = pytest.StashKey[list[str]]()
 _E2E_DESELECTED = pytest.StashKey[bool]()
 _RUN_NODEIDS: set[str] = set()
 
@@ -540,31 +539,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _RUN_NODEIDS.add(report.nodeid)
 
 
-def _whole_suite_ran(session: pytest.Session) -> bool:
-    items = [item for item in session.items if _is_e2e(item)]
-    modules = {p.name for p in _E2E.glob("test_*.py")}
-    return (
-        modules <= {item.path.name for item in items}
-        and not session.config.stash.get(_E2E_DESELECTED, False)
-        and {item.nodeid for item in items} <= _RUN_NODEIDS
-    )
-
-
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the session when the whole e2e suite ran but some operation was never strictly
-    checked (the problems are listed in the terminal summary)."""
-    if not _whole_suite_ran(session):
-        return
-    problems = coverage_problems(Observed.current())
-    session.config.stash[_COVERAGE] = problems
-    if problems and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    problems = terminalreporter.config.stash.get(_COVERAGE, None)
-    if problems is None:
-        return
-    terminalreporter.section("e2e wire coverage", red=bool(problems), green=not problems)
-    for line in problems or [f"every operation strictly checked ({len(SEEN)} responses)"]:
-        terminalreporter.write_line(line)
+    collected = [item.nodeid for item in session.items if _is_e2e(item)]
+    deselected = session.config.stash.get(_E2E_DESELECTED, False)
+    hand_over(session.config, "e2e", session_record(collected, _RUN_NODEIDS, deselected))

@@ -1,15 +1,17 @@
 """What the e2e suite saw, and the closing check that it strictly checked every operation.
 
 Every response an e2e client receives is recorded in SEEN (tests/e2e/conftest.py) and checked
-by tests/wire.py, which records what it checked. When the whole e2e suite has run, the
-session-end hook in conftest.py calls `coverage_problems` on those records and fails the
-session if an operation was never checked, whatever order the tests ran in.
+by tests/wire.py, which records what it checked. Each process of the run hands those records
+over (`session_record`); when the whole e2e suite has run, the session's closing check
+(tests/conftest.py) calls `closing_problems` on them and fails the session if an operation was
+never checked, whatever order or process the tests ran in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tests import wire
@@ -73,7 +75,7 @@ def push_route(method: str, path: str) -> str | None:
 
 @dataclass
 class Observed:
-    """The records one e2e session made (`current()`), or made-up ones (the check's tests)."""
+    """The records of an e2e run (`closing_problems`), or made-up ones (the check's tests)."""
 
     seen: Sequence[Seen]
     check_failures: Sequence[str] = ()
@@ -82,17 +84,6 @@ class Observed:
     rpc_checked: Sequence[Any] = ()  # wire.RPC_CHECKED
     rpc_sse_checked: Sequence[Any] = ()  # wire.RPC_SSE_CHECKED
     problems: list[str] = field(default_factory=list)
-
-    @classmethod
-    def current(cls) -> Observed:
-        return cls(
-            SEEN,
-            CHECK_FAILURES,
-            wire.CHECKED,
-            wire.SSE_CHECKED,
-            wire.RPC_CHECKED,
-            wire.RPC_SSE_CHECKED,
-        )
 
     def need(self, ok: bool, problem: str) -> None:
         if not ok:
@@ -160,3 +151,47 @@ def coverage_problems(observed: Observed) -> list[str]:
     statuses = {s.status for s in seen}
     o.need({200, 304, 400, 404, 413, 415} <= statuses, f"statuses seen: {statuses}")
     return o.problems
+
+
+E2E_MODULES = {path.name for path in Path(__file__).parent.glob("test_*.py")}
+
+
+def session_record(collected: list[str], ran: set[str], deselected: bool) -> dict[str, Any]:
+    """What this process collected, ran, saw and checked, as plain data."""
+    return {
+        "collected": collected,
+        "ran": sorted(ran.intersection(collected)),
+        "deselected": deselected,
+        "seen": [astuple(seen) for seen in SEEN],
+        "check_failures": list(CHECK_FAILURES),
+        "checked": list(wire.CHECKED),
+        "sse_checked": list(wire.SSE_CHECKED),
+        "rpc_checked": list(wire.RPC_CHECKED),
+        "rpc_sse_checked": list(wire.RPC_SSE_CHECKED),
+    }
+
+
+def closing_problems(records: list[dict[str, Any]]) -> list[str] | None:
+    """`coverage_problems` over every process's record; None unless every e2e test was
+    collected, selected and run (with part of the suite the counts say nothing)."""
+    collected = {nodeid for record in records for nodeid in record["collected"]}
+    ran = {nodeid for record in records for nodeid in record["ran"]}
+    modules = {nodeid.split("::")[0].rsplit("/", 1)[-1] for nodeid in collected}
+    if any(record["deselected"] for record in records) or not modules >= E2E_MODULES:
+        return None
+    if not collected <= ran:
+        return None
+
+    def joined(key: str) -> list[Any]:
+        return [tuple(entry) for record in records for entry in record[key]]
+
+    return coverage_problems(
+        Observed(
+            [Seen(*entry) for entry in joined("seen")],
+            [failure for record in records for failure in record["check_failures"]],
+            joined("checked"),
+            joined("sse_checked"),
+            joined("rpc_checked"),
+            joined("rpc_sse_checked"),
+        )
+    )

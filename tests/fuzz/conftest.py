@@ -34,14 +34,12 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import re
 import tempfile
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +49,12 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from tests import wire
-from tests.conftest import REPORTS
+from tests.conftest import hand_over
 from tests.e2e.conftest import LOCAL_PRINCIPAL_HEADER, DevServer, server_fixture
+from tests.fuzz.tally import HANG_SECONDS, TALLY, budget
 
-BUDGET_ENV = "A2A_FUZZ_EXAMPLES"
-DEFAULT_BUDGET = 2500
-HANG_SECONDS = 10.0  # a local request slower than this is a hang (a send settles in < 1 s)
 STREAM_WINDOW_SECONDS = 2.0  # how long a stream that stays open is read before hanging up
 SETTLE_SECONDS = 20.0  # after the run, every task the fuzz made has settled within this
-REPORT = REPORTS / "fuzz.json"
 JSON_TYPE = "application/json"
 A2A_JSON_TYPE = "application/a2a+json"
 # Where every webhook URL a fuzz body names is pointed (nothing listens on the discard port):
@@ -72,12 +67,6 @@ fuzz_server = server_fixture("dev-fuzz")
 # Hypothesis keeps caches (Unicode tables, constants found in our code) in `.hypothesis/`;
 # with no example database (below) nothing there is worth keeping in the work tree.
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "a2a-serverless-hypothesis")
-
-
-def budget(share: float) -> int:
-    """This test's number of cases: `share` of A2A_FUZZ_EXAMPLES (at least 10)."""
-    total = int(os.environ.get(BUDGET_ENV, "") or DEFAULT_BUDGET)
-    return max(10, round(total * share))
 
 
 def fuzz_settings(share: float) -> settings:
@@ -99,64 +88,10 @@ def fuzz_settings(share: float) -> settings:
 # -- the tally -----------------------------------------------------------------------------------
 
 
-@dataclass
-class Tally:
-    cases: int = 0
-    server_errors: int = 0
-    hangs: int = 0
-    failures: int = 0
-    open_streams: int = 0
-    accepted: int = 0  # answered with a result (reached an operation and it succeeded)
-    request_seconds: float = 0.0
-    slowest_seconds: float = 0.0
-    by_binding: Counter[str] = field(default_factory=Counter)
-    statuses: Counter[str] = field(default_factory=Counter)
-    first_problems: list[str] = field(default_factory=list)
-
-    def problem(self, text: str) -> None:
-        if len(self.first_problems) < 20 and text[:600] not in self.first_problems:
-            self.first_problems.append(text[:600])
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "cases": self.cases,
-            "server_errors": self.server_errors,
-            "hangs": self.hangs,
-            "oracle_failures": self.failures,
-            "open_streams_hung_up": self.open_streams,
-            "accepted": self.accepted,
-            "request_seconds": round(self.request_seconds, 1),
-            "slowest_seconds": round(self.slowest_seconds, 3),
-            "hang_seconds": HANG_SECONDS,
-            "budget": budget(1.0),
-            "by_binding": dict(sorted(self.by_binding.items())),
-            "statuses": dict(sorted(self.statuses.items())),
-            "first_problems": self.first_problems,
-        }
-
-    def summary(self) -> str:
-        return (
-            f"fuzz: {self.cases} cases, {self.server_errors} 5xx, {self.hangs} hangs, "
-            f"{self.failures} oracle failures, {self.accepted} accepted, "
-            f"slowest {self.slowest_seconds:.2f} s "
-            f"({', '.join(f'{k} {v}' for k, v in sorted(self.by_binding.items()))})"
-        )
-
-
-TALLY = Tally()
-
-
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if TALLY.cases:
-        REPORTS.mkdir(exist_ok=True)
-        REPORT.write_text(json.dumps(TALLY.as_json(), indent=2) + "\n")
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if TALLY.cases:
-        bad = bool(TALLY.server_errors or TALLY.hangs or TALLY.failures)
-        terminalreporter.section("fuzz", red=bad, green=not bad)
-        terminalreporter.write_line(f"{TALLY.summary()} (details: {REPORT})")
+        hand_over(session.config, "fuzz", TALLY.as_record())
 
 
 # -- requests --------------------------------------------------------------------------------
