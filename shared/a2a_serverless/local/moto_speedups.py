@@ -1191,6 +1191,23 @@ def cheap_queue_sends(patches: Patches) -> None:
 _SENDING = threading.local()
 
 
+@patch(
+    "moto.sqs.models:SQSBackend.is_message_valid_based_on_retention_period(self, queue_name, "
+    "message)",
+    reimplements=True,
+)
+def retention_read_directly(patches: Patches) -> None:
+    """For each message it receives, moto reads the queue's retention period from all its
+    attributes, built three times, each counting every message. It is read off the queue."""
+    from moto.sqs import models
+
+    def retained(backend: Any, queue_name: str, message: Any) -> bool:
+        retention = backend.get_queue(queue_name).message_retention_period
+        return bool(retention + message.sent_timestamp / 1000 > models.unix_time())
+
+    patches.replace(models.SQSBackend, "is_message_valid_based_on_retention_period", retained)
+
+
 SPEEDUPS: tuple[Patch, ...] = (
     direct_dynamodb_calls,
     dynamodb_bodies_read_once,
@@ -1207,6 +1224,7 @@ SPEEDUPS: tuple[Patch, ...] = (
     parsed_definitions_kept,
     shared_state_machine_clients,
     cheap_queue_sends,
+    retention_read_directly,
 )
 
 
