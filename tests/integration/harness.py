@@ -271,17 +271,18 @@ def sfn() -> Any:
     return boto3.client("stepfunctions", region_name=REGION)
 
 
-def executions(stack: LocalStack) -> list[dict[str, Any]]:
-    pages = sfn().get_paginator("list_executions")
+def executions(stack: LocalStack, client: Any = None) -> list[dict[str, Any]]:
+    pages = (client or sfn()).get_paginator("list_executions")
     arn = stack.env["STATE_MACHINE_ARN"]
     return [e for page in pages.paginate(stateMachineArn=arn) for e in page["executions"]]
 
 
 def wait_idle(stack: LocalStack, timeout: float = 30.0) -> list[dict[str, Any]]:
     """Until no execution of the flow state machine is RUNNING."""
+    client = sfn()  # one for every poll: a client costs milliseconds of CPU to build
 
     def idle() -> tuple[list[dict[str, Any]]] | None:
-        found = executions(stack)
+        found = executions(stack, client)
         return (found,) if all(e["status"] != "RUNNING" for e in found) else None
 
     return wait_for(idle, timeout, interval=0.05)[0]
