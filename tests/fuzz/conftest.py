@@ -50,7 +50,12 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from tests import wire
 from tests.conftest import hand_over
-from tests.e2e.conftest import LOCAL_PRINCIPAL_HEADER, DevServer, server_fixture
+from tests.e2e.conftest import (  # the pool's closing fixture, for this folder's tests too
+    LOCAL_PRINCIPAL_HEADER,
+    DevServer,
+    _servers_stopped,  # noqa: F401
+    server_fixture,
+)
 from tests.fuzz.tally import HANG_SECONDS, TALLY, budget
 
 STREAM_WINDOW_SECONDS = 2.0  # how long a stream that stays open is read before hanging up
