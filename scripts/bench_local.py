@@ -1,4 +1,4 @@
-"""How fast the local stack is (issue 14, item 5), measured against an a2a-sdk in-memory server.
+"""How fast the local stack is, measured against an a2a-sdk in-memory server.
 
 `local_figures()` starts the local stack in this process behind uvicorn (a real HTTP server in
 a thread, as `scripts/dev` serves it; httpx's ASGI transport would buffer the SSE streams) and
