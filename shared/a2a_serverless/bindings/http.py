@@ -7,7 +7,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from starlette.requests import Request
@@ -184,7 +184,7 @@ def requested_extensions(request: Request) -> list[str]:
     return [uri.strip() for value in values for uri in value.split(",") if uri.strip()]
 
 
-def echo_extensions(response: Response, activated: list[str], version: str = "1.0") -> Response:
+def echo_extensions(response: Response, activated: Sequence[str], version: str = "1.0") -> Response:
     """Name the extensions a response used, in the header the caller's version reads."""
     if activated:
         header = EXTENSIONS_HEADER_V03 if version == "0.3" else EXTENSIONS_HEADER

@@ -10,7 +10,7 @@ core/errors.py's table.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,7 +192,7 @@ class Call:
 @dataclass
 class Streamed:
     start: StreamStart
-    extensions: list[str] = field(default_factory=list)  # activated: echoed in the header
+    extensions: Sequence[str] = ()  # activated: echoed in the header
     connection: Connection = field(default_factory=unbounded)  # held until the stream ends
 
 
@@ -201,7 +201,7 @@ class Waiting:
     """A SendMessage accepted by core: its result comes after the wait (bindings/keepalive)."""
 
     accepted: Accepted
-    extensions: list[str]  # activated: echoed in the response's header
+    extensions: Sequence[str]  # activated: echoed in the response's header
     connection: Connection = field(default_factory=unbounded)  # held until the answer
 
 
@@ -241,7 +241,7 @@ def _send(s: Services, call: Call) -> Any:
     accepted, connection = _connected(
         s, call, ConnectionKind.BLOCKING, lambda: s.service.sender.accept(context, request), blocks
     )
-    return Waiting(accepted, list(context.extensions), connection)
+    return Waiting(accepted, context.extensions, connection)
 
 
 def _send_streaming(s: Services, call: Call) -> Any:
@@ -249,7 +249,7 @@ def _send_streaming(s: Services, call: Call) -> Any:
     start, connection = _connected(
         s, call, ConnectionKind.STREAM, lambda: s.service.sender.open_stream(context, request)
     )
-    return Streamed(start, list(context.extensions), connection)
+    return Streamed(start, context.extensions, connection)
 
 
 def _get_task(s: Services, call: Call) -> Any:

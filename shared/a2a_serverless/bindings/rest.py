@@ -4,7 +4,7 @@ objects it calls, and the binding's error responses (codes from core/errors.py's
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
@@ -283,7 +283,7 @@ def send_router(service: A2AService) -> APIRouter:
                 lambda exc: error_response(request, exc),
                 media_type=response_media_type(request),
             )
-            return echo_extensions(response, list(context.extensions))
+            return echo_extensions(response, context.extensions)
 
         return await held(connection, respond)
 
@@ -309,7 +309,7 @@ async def _streamed(
     who: Caller,
     kind: ConnectionKind,
     open_stream: Callable[[], StreamStart],
-    activated: list[str] | None = None,
+    activated: Sequence[str] | None = None,
 ) -> Response:
     """An SSE response holding its connection until the stream ends."""
     connection = await _connect(service, who, kind)
@@ -333,7 +333,7 @@ def stream_router(service: A2AService) -> APIRouter:
             context.caller,
             ConnectionKind.STREAM,
             lambda: service.sender.open_stream(context, send_request),
-            list(context.extensions),
+            context.extensions,
         )
 
     return router
