@@ -47,7 +47,6 @@ __all__ = [
     "A2AService",
     "Connection",
     "ConnectionKind",
-    "RequestContext",
     "SettleWait",
     "StreamStart",
     "WaitPolicy",
