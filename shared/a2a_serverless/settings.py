@@ -182,7 +182,7 @@ class Settings(BaseSettings):
     push_notifications: bool = Field(
         True, description="Offer push notifications (webhooks); false: capability errors."
     )
-    # -- tenants (H5) --
+    # -- tenants --
     tenant: str = Field(
         "",
         description="The tenant the card's A2A 1.0 interfaces declare (clients then send it in "
