@@ -87,6 +87,26 @@ class _Target:
         return value
 
 
+def test_undo_puts_a_static_or_class_method_back_as_it_was() -> None:
+    class Target:
+        @staticmethod
+        def static() -> int:
+            return 1
+
+        @classmethod
+        def made(cls) -> int:
+            return 2
+
+    before = dict(vars(Target))
+    patches = patching.Patches()
+    patches.replace(Target, "static", staticmethod(lambda: 0))
+    patches.replace(Target, "made", classmethod(lambda cls: 0))
+    patches.undo()
+    assert vars(Target)["static"] is before["static"]
+    assert vars(Target)["made"] is before["made"]
+    assert (Target().static(), Target().made()) == (1, 2)
+
+
 def test_a_replacement_a_live_stack_made_is_looked_through() -> None:
     """A stack started while another runs checks moto's attribute, not the first one's patch."""
     declared = _declared(f"{__name__}:_Target.method(self, value)")

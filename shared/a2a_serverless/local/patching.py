@@ -37,9 +37,10 @@ class Patches:
         self._applied: list[tuple[Any, str, Any]] = []
 
     def replace(self, target: Any, name: str, replacement: Any) -> None:
-        original = target.__dict__[name] if name in vars(target) else getattr(target, name)
-        self._applied.append((target, name, getattr(target, name)))
-        _ORIGINALS.setdefault((id(target), name), [original, 0])[1] += 1
+        # As stored, so that undo puts a staticmethod or classmethod back as one.
+        current = vars(target)[name] if name in vars(target) else getattr(target, name)
+        self._applied.append((target, name, current))
+        _ORIGINALS.setdefault((id(target), name), [current, 0])[1] += 1
         setattr(target, name, replacement)
 
     def undo(self) -> None:
