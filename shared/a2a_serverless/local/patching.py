@@ -7,6 +7,7 @@ written against (moto_fidelity, moto_speedups).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -118,6 +119,12 @@ def pinned_moto_version() -> str | None:
     return found.group(1) if found else None
 
 
+@functools.cache
+def _installed_moto() -> str:
+    # metadata.version scans the installed distributions: once a process, not once a patch.
+    return metadata.version("moto")
+
+
 def problem(declared: Patch) -> str | None:
     """Why `declared` cannot apply to the moto installed (an attribute missing or changed, or
     another moto version for a re-implementation); None when it can."""
@@ -142,7 +149,7 @@ def problem(declared: Patch) -> str | None:
         if actual != expected:
             return f"{where} takes ({', '.join(actual)}), not ({', '.join(expected)})"
     if declared.reimplements:
-        installed, pinned = metadata.version("moto"), pinned_moto_version()
+        installed, pinned = _installed_moto(), pinned_moto_version()
         if installed != pinned:
             return f"moto is {installed}, the patch was written for {pinned}"
     return None
