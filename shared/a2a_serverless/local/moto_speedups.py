@@ -1243,11 +1243,11 @@ def chosen(value: str | None) -> list[Patch]:
     return [s for s in SPEEDUPS if s.name in wanted]
 
 
-def apply(patches: Patches, value: str | None) -> list[str]:
-    """Apply the speed-ups `value` asks for (see `chosen`) that fit the moto installed; log one
-    warning for each that does not, naming what changed. Returns the names applied."""
+def apply(patches: Patches, speedups: Iterable[Patch]) -> list[str]:
+    """Apply the `speedups` (see `chosen`) that fit the moto installed; log one warning for each
+    that does not, naming what changed. Returns the names applied."""
     applied = []
-    for speedup in chosen(value):
+    for speedup in speedups:
         found = problem(speedup)
         if found is not None:
             logger.warning("local stack: speed-up %s skipped: %s", speedup.name, found)

@@ -289,7 +289,7 @@ class LocalStack:
 
     def start(self) -> LocalStack:
         moto_fidelity.check()  # raises before anything is set up
-        moto_speedups.chosen(os.environ.get(moto_speedups.ENV))  # an unknown name raises
+        speedups = moto_speedups.chosen(os.environ.get(moto_speedups.ENV))  # unknown: raises
         LocalStack._live.append(self)
         interval = _switch_interval()
         if interval is not None:
@@ -321,7 +321,7 @@ class LocalStack:
         moto_fidelity.serialize_calls(self._patches)
         moto_fidelity.fifo_groups_in_order(self._patches)
         moto_fidelity.transaction_placeholders_checked(self._patches)
-        moto_speedups.apply(self._patches, os.environ.get(moto_speedups.ENV))
+        moto_speedups.apply(self._patches, speedups)
         template_resources = self.template["Resources"]
         resolver = self.resolver = Resolver(
             {**self.parameters, "AWS::Region": REGION, "AWS::AccountId": ACCOUNT},
