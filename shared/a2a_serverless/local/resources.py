@@ -130,20 +130,27 @@ def _create_role(name: str, service: str) -> str:
     ]["Arn"]
 
 
+def table_request(props: dict[str, Any], name: str) -> dict[str, Any]:
+    """create_table's arguments for a table of these properties (keys, indexes, billing),
+    without its stream."""
+    kwargs: dict[str, Any] = {
+        "TableName": name,
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "KeySchema": props["KeySchema"],
+        "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+    }
+    if props.get("GlobalSecondaryIndexes"):
+        kwargs["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+    return kwargs
+
+
 def create_tables(resources: dict[str, Any], resolver: Resolver) -> None:
     for logical_id, resource in resources.items():
         if resource["Type"] != "AWS::DynamoDB::Table":
             continue
         props = resolver.resolve(resource["Properties"])
         name = props.get("TableName") or f"{STACK}-{logical_id}"
-        kwargs: dict[str, Any] = {
-            "TableName": name,
-            "AttributeDefinitions": props["AttributeDefinitions"],
-            "KeySchema": props["KeySchema"],
-            "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
-        }
-        if props.get("GlobalSecondaryIndexes"):
-            kwargs["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+        kwargs = table_request(props, name)
         if props.get("StreamSpecification"):
             kwargs["StreamSpecification"] = {
                 "StreamEnabled": True,

@@ -513,16 +513,7 @@ class LocalStack:
             for r in self.template["Resources"].values()
             if r["Type"] == "AWS::DynamoDB::Table"
         )
-        return {
-            "TableName": self.env["TABLE_NAME"],
-            "AttributeDefinitions": table["AttributeDefinitions"],
-            "KeySchema": table["KeySchema"],
-            "GlobalSecondaryIndexes": [
-                {k: v for k, v in index.items() if k in ("IndexName", "KeySchema", "Projection")}
-                for index in table.get("GlobalSecondaryIndexes") or ()
-            ],
-            "BillingMode": "PAY_PER_REQUEST",
-        }
+        return resources.table_request(table, self.env["TABLE_NAME"])
 
     def _stream_read_up_to(self) -> int | None:
         """The lowest sequence number a stream mapping has yet to read (records below it
