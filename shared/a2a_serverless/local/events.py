@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2a_serverless.local.calls import acting_as
+from a2a_serverless.local.patching import DYNAMODB_LOCK
 
 logger = logging.getLogger(__name__)
 
@@ -296,8 +297,6 @@ def _shard_records(stream_arn: str, start: int | None, limit: int) -> list[dict[
     shard = _moto_shard(stream_arn)
     if shard is None:
         return None
-    from a2a_serverless.local.patching import DYNAMODB_LOCK
-
     with DYNAMODB_LOCK:
         first = int(shard.starting_sequence_number)
         if start is not None and start < first:  # as the service's TrimmedDataAccessException

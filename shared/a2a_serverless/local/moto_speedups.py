@@ -49,8 +49,6 @@ def direct_dynamodb_calls(patches: Patches) -> None:
     """moto routes a DynamoDB call through botocore's signing, retries and events and its own
     matching of every service's URLs. The serialized request goes straight to moto's DynamoDB
     handler, under the DynamoDB lock, and back through botocore's parser."""
-    import re
-
     from botocore.awsrequest import AWSResponse, create_request_object
     from botocore.endpoint import Endpoint, convert_to_response_dict
     from moto.core.botocore_stubber import MockRawResponse
