@@ -107,11 +107,51 @@ class Settings(BaseSettings):
         "(API Gateway drops responses idle for 5 minutes); quicker answers are unchanged.",
     )
     max_body_bytes: int = Field(
-        262_144,
+        6_000_000,
         ge=1024,
+        le=6_000_000,
+        description="Largest accepted request body. Lambda takes at most 6,291,456 bytes of "
+        "invocation payload, and that payload is the body JSON-escaped inside API Gateway's "
+        "event: 6,000,000 leaves room for the event and the escaping (docs/deploy.md, "
+        "\"Request and response sizes\").",
+    )
+    content_bucket: str = Field(
+        "",
+        description="S3 bucket holding part content and flow state too large for the table "
+        "(template.yaml ContentBucket); empty = none, and a part too large to store inline "
+        "fails its write.",
+    )
+    inline_part_bytes: int = Field(
+        32_768,
+        ge=256,
         le=262_144,
-        description="Largest accepted request body (at most 256 KiB: a message is stored in one "
-        "DynamoDB item).",
+        description="A part (text, raw or data) whose JSON is larger than this is stored in "
+        "the content bucket, and reads return it as a short-lived URL.",
+    )
+    inline_state_bytes: int = Field(
+        32_768,
+        ge=256,
+        le=65_536,
+        description="A flow state (ctx.state) whose JSON is larger than this is stored in the "
+        "content bucket; the task header keeps a reference.",
+    )
+    content_url_seconds: int = Field(
+        900,
+        ge=1,
+        le=604_800,
+        description="How long a URL to stored content stays valid (at most 7 days, and never "
+        "longer than the signing function's credentials).",
+    )
+    content_url_endpoint: str = Field(
+        "",
+        description="Where URLs to stored content point (empty: S3's regional endpoint); the "
+        "local stack serves them itself.",
+    )
+    fetch_max_bytes: int = Field(
+        104_857_600,
+        ge=1,
+        description="The most a flow reads from a client's `url` part (ctx.open) before it "
+        "stops with an error.",
     )
     max_json_depth: int = Field(
         32, ge=4, le=64, description="Deepest nesting of objects/arrays in a request body."

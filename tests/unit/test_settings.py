@@ -83,10 +83,12 @@ def test_keyword_values_are_checked_too() -> None:
         Settings(max_body_bytes=True)
 
 
-def test_a_body_larger_than_one_item_holds_is_refused() -> None:
-    """A message is stored in one DynamoDB item: the body limit cannot pass 256 KiB."""
+def test_a_body_larger_than_lambda_takes_is_refused() -> None:
+    """Lambda takes 6,291,456 bytes of invocation payload, the body escaped inside API
+    Gateway's event: the body limit stops at 6,000,000, its default."""
     with pytest.raises(SettingsError, match="MAX_BODY_BYTES"):
-        Settings(max_body_bytes=300_000)
+        Settings(max_body_bytes=6_000_001)
+    assert Settings().max_body_bytes == 6_000_000
     assert Settings(max_body_bytes=262_144).max_body_bytes == 262_144
 
 

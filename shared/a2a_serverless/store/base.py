@@ -65,6 +65,9 @@ class TaskRecord:
     # (turn, step) of the last flow step whose outcome was saved: a re-run of that step (or an
     # earlier one) of the same turn finds it done. None before the first save.
     flow_step: tuple[int, int] | None = None
+    # The content store's object holding the flow state when it was too large to keep inline
+    # (`flow_state` is then empty): read it with `store.content` (store/content.py).
+    flow_state_ref: str | None = None
     # Set by `list_tasks` only: the page token that resumes the listing right after this
     # record (so a caller may end a page early). Not part of the task: never compared.
     page_cursor: str = field(default="", compare=False, repr=False)
@@ -183,7 +186,10 @@ class TaskLogStore(Protocol):
         event: StreamResponse,
         dedupe: Dedupe | None,
         push_config: TaskPushNotificationConfig | None = None,
-    ) -> None: ...
+    ) -> Message | None:
+        """Write a new task; the message as stored (content too large for the table replaced
+        by references, store/content.py), or None when stored as given."""
+        ...
 
     def get_record(self, task_id: str) -> TaskRecord | None: ...
 

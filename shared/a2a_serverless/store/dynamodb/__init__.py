@@ -25,7 +25,7 @@ class DynamoDBTaskStore(
 ):
     """The whole TaskStore on one table (see template.yaml `TasksTable`), and the ApiKeyStore
     and LeaseStore on the same table: every concern's class shares the constructor
-    `(client, table_name, retention_days=30)`."""
+    `(client, table_name, retention_days=30, content=None, inline_state_bytes=32768)`."""
 
 
 __all__ = [

@@ -83,6 +83,8 @@ EVENT_JSON = "ev"  # an event item's StreamResponse wire JSON (what streams and 
 # of the step (Lambda retry, EXPRESS redelivery) recognises its own earlier writes by it.
 EVENT_ID = "eid"
 EXPIRES = "expiresAt"  # the table's TTL attribute
+# On a task header: the content store's object holding the flow state, when it is stored there.
+FLOW_STATE_REF = "flowStateRef"
 # Events the header stands for (no item of their own). Only a task's first events: a Query
 # reads the header last, so a header event must never follow an item event.
 FIRST_EVENT = "e1"  # event 1 is the creation status: SUBMITTED at `createdAt`
@@ -484,6 +486,7 @@ def record_of(item: Mapping[str, Any]) -> TaskRecord:
         metadata=json.loads(item["meta"]["S"]) if "meta" in item else None,
         history_count=int(item.get("hcount", {"N": "0"})["N"]),
         created_at=item.get("createdAt", {}).get("S", ""),
+        flow_state_ref=item[FLOW_STATE_REF]["S"] if FLOW_STATE_REF in item else None,
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import a2a_serverless.store.dynamodb.keys as keys
 from a2a_serverless.store.base import ConflictError
+from a2a_serverless.store.content import ContentRule
 
 TRANSACTION_ATTEMPTS = 6
 BATCH_GET_KEYS = 100  # DynamoDB's limit per BatchGetItem call
@@ -17,12 +18,23 @@ BATCH_GET_ATTEMPTS = 8
 
 
 class DynamoDBTable:
-    """One table (see template.yaml `TasksTable`) through a low-level boto3 client."""
+    """One table (see template.yaml `TasksTable`) through a low-level boto3 client; part
+    content and flow states over their inline bounds go where `content` says (the content
+    bucket)."""
 
-    def __init__(self, client: Any, table_name: str, retention_days: int = 30) -> None:
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        retention_days: int = 30,
+        content: ContentRule | None = None,
+        inline_state_bytes: int = 32_768,
+    ) -> None:
         self._db = client
         self._table = table_name
         self._ttl_seconds = retention_days * 86400
+        self.content = content if content is not None else ContentRule(None)
+        self._inline_state_bytes = inline_state_bytes
         # botocore builds a new paginator class at every `get_paginator`: one per table, made
         # by the first query.
         self._query_paginator: Any = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +34,7 @@ from a2a_serverless.store.base import (
     TaskRecord,
     TaskSnapshot,
     TooLarge,
+    status_update,
 )
 from a2a_serverless.store.dynamodb.keys import n, s
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
@@ -73,6 +75,7 @@ def _header_fields() -> dict[str, int]:
         **dict.fromkeys(numbers, _NUMBER_BYTES),
         keys.HOOKS: 1,
         keys.FIRST_EVENT: 1,
+        keys.FLOW_STATE_REF: 128,  # store/content.py: a state object's name
     }
 
 
@@ -125,13 +128,11 @@ def _status_json(status: TaskStatus) -> str:
     return text
 
 
-def _flow_state_json(flow_state: dict[str, Any]) -> str:
-    return keys.checked_json(
-        flow_state,
-        "the flow state (ctx.state)",
-        limits.MAX_FLOW_STATE_BYTES,
-        "MAX_FLOW_STATE_BYTES",
-    )
+# The most of a history item or event item that is the message or event's JSON (the rest: keys
+# and a few attributes).
+HISTORY_MESSAGE_BYTES = limits.MAX_EVENT_BYTES
+# The most of an artifact event that is not its artifact (ids, flags).
+_ARTIFACT_EVENT_FRAME_BYTES = 2 * keys.MAX_ID_BYTES + 256
 
 
 def _event_item(
@@ -156,6 +157,49 @@ def _record_of(item: dict[str, Any]) -> TaskRecord:
 
 class DynamoDBTaskLog(DynamoDBTable):
     """The TaskLogStore on the table."""
+
+    # -- what is stored inline, what in the content store (store/content.py) ----------------
+    def _kept_status(self, task_id: str, status: TaskStatus) -> TaskStatus:
+        """A status as written: its message within MAX_STATUS_MESSAGE_BYTES where storing
+        parts can make it so (the header holds it)."""
+        if status.message is None:
+            return status
+        message = self.content.message(task_id, status.message, limits.MAX_STATUS_MESSAGE_BYTES)
+        return (
+            status if message is status.message else status.model_copy(update={"message": message})
+        )
+
+    def _kept_event(self, task_id: str, event: StreamResponse) -> StreamResponse:
+        if event.status_update is not None:
+            update = event.status_update
+            status = self._kept_status(task_id, update.status)
+            if status is update.status:
+                return event
+            return status_update(update.task_id, update.context_id, status)
+        if event.artifact_update is not None:
+            chunk = event.artifact_update
+            limit = limits.MAX_EVENT_BYTES - _ARTIFACT_EVENT_FRAME_BYTES
+            artifact = self.content.artifact(task_id, chunk.artifact, limit)
+            if artifact is chunk.artifact:
+                return event
+            kept = chunk.model_copy(update={"artifact": artifact})
+            return event.model_copy(update={"artifact_update": kept})
+        return event
+
+    def _flow_state(self, task_id: str, flow_state: dict[str, Any]) -> tuple[str, str | None]:
+        """(the header's flowState JSON, the stored state's object name or None): a state over
+        INLINE_STATE_BYTES goes to the content store; without one, a state past
+        MAX_FLOW_STATE_BYTES is TooLarge."""
+        text = keys.dumps(flow_state)
+        kept, ref = self.content.state(task_id, text, self._inline_state_bytes)
+        if ref is None and keys.utf8_size(kept) > limits.MAX_FLOW_STATE_BYTES:
+            raise TooLarge(
+                "the flow state (ctx.state) as JSON",
+                keys.utf8_size(kept),
+                limits.MAX_FLOW_STATE_BYTES,
+                "MAX_FLOW_STATE_BYTES",
+            )
+        return kept, ref
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -247,10 +291,13 @@ class DynamoDBTaskLog(DynamoDBTable):
         event: StreamResponse,
         dedupe: Dedupe | None,
         push_config: TaskPushNotificationConfig | None = None,
-    ) -> None:
+    ) -> Message:
         """Header, first history message and counters in one transaction; the first event
         too unless the header stands for it (the creation status, as SendMessage makes it);
-        the message is the header's when both are small (`keys.with_first_message`)."""
+        the message is the header's when both are small (`keys.with_first_message`). Returns
+        the message as stored."""
+        message = self.content.message(record.task_id, message, HISTORY_MESSAGE_BYTES)
+        flow_state, state_ref = self._flow_state(record.task_id, record.flow_state)
         status_ts = format_timestamp(record.status.timestamp or datetime.now(UTC))
         header: dict[str, Any] = {
             **keys.task_key(record.task_id, keys.HEADER),
@@ -262,13 +309,15 @@ class DynamoDBTaskLog(DynamoDBTable):
             "statusSeq": n(record.status_seq),
             "turn": n(record.turn),
             "exec": s(record.execution),
-            "flowState": s(_flow_state_json(record.flow_state)),
+            "flowState": s(flow_state),
             "hcount": n(1),
             keys.HOOKS: {"BOOL": push_config is not None},
             "createdAt": s(record.created_at or status_ts),
             keys.INDEX_PARTITION: s(record.owner),
             keys.INDEX_SORT: s(keys.index_sort_key(status_ts, record.task_id)),
         }
+        if state_ref is not None:
+            header[keys.FLOW_STATE_REF] = s(state_ref)
         if record.metadata:
             header["meta"] = s(
                 keys.checked_json(
@@ -303,6 +352,7 @@ class DynamoDBTaskLog(DynamoDBTable):
                 *self._optional_puts(record.task_id, dedupe, push_config),
             ]
         )
+        return message
 
     def apply_status(self, change: StatusChange, in_header: bool = True) -> None:
         """A state transition: conditional on the state (and turn) it moves from.
@@ -310,6 +360,7 @@ class DynamoDBTaskLog(DynamoDBTable):
         The task's first WORKING status goes in the header, with no event item, when the
         header stands for event 1 (a condition of the write; `in_header=False` writes the
         item, as for a task whose event 1 is an item)."""
+        change = self._kept_change(change)
         status_ts = format_timestamp(change.to_status.timestamp or datetime.now(UTC))
         new_state = change.to_status.state
         names = {"#st": "state", "#turn": "turn", "#status": "status"}
@@ -332,9 +383,16 @@ class DynamoDBTaskLog(DynamoDBTable):
             sets.append("#exec = :exec")
             names["#exec"] = "exec"
             values[":exec"] = s(change.execution)
+        removes: list[str] = []
         if change.flow_state is not None:
+            flow_state, state_ref = self._flow_state(change.task_id, change.flow_state)
             sets.append("flowState = :fs")
-            values[":fs"] = s(_flow_state_json(change.flow_state))
+            values[":fs"] = s(flow_state)
+            if state_ref is not None:
+                sets.append(f"{keys.FLOW_STATE_REF} = :fsr")
+                values[":fsr"] = s(state_ref)
+            else:
+                removes.append(keys.FLOW_STATE_REF)
         if change.push_config is not None:  # the turn's inline webhook (with the header)
             sets.append(f"{keys.HOOKS} = :hooks")
             values[":hooks"] = {"BOOL": True}
@@ -374,7 +432,9 @@ class DynamoDBTaskLog(DynamoDBTable):
             "Update": {
                 "TableName": self._table,
                 "Key": keys.task_key(change.task_id, keys.HEADER),
-                "UpdateExpression": "SET " + ", ".join(sets),
+                "UpdateExpression": "SET "
+                + ", ".join(sets)
+                + (" REMOVE " + ", ".join(removes) if removes else ""),
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
@@ -408,6 +468,22 @@ class DynamoDBTaskLog(DynamoDBTable):
                 ) from conflict
             raise
 
+    def _kept_change(self, change: StatusChange) -> StatusChange:
+        """The change as written: its status message kept once (header, event and history hold
+        the same), any other history message within its item."""
+        status = self._kept_status(change.task_id, change.to_status)
+        history = change.history_message
+        if history is not None and history is change.to_status.message:
+            history = status.message
+        elif history is not None:
+            history = self.content.message(change.task_id, history, HISTORY_MESSAGE_BYTES)
+        event = change.event
+        if event.status_update is not None and event.status_update.status is change.to_status:
+            event = status_update(change.task_id, change.context_id, status)
+        else:
+            event = self._kept_event(change.task_id, event)
+        return replace(change, to_status=status, history_message=history, event=event)
+
     def _header_holds(self, task_id: str, seq: int) -> bool:
         header = self._get(keys.task_key(task_id, keys.HEADER))
         return header is not None and seq in keys.header_seqs(header)
@@ -418,6 +494,7 @@ class DynamoDBTaskLog(DynamoDBTable):
         """One event with no state change (artifact chunk, progress status): one put. False when
         this write (same `event_id`) was already done; ConflictError when the seq holds another.
         Seqs 1 and 2 are checked against the header in a transaction."""
+        event = self._kept_event(task_id, event)
         if seq <= keys.LAST_HEADER_EVENT_SEQ:
             return self._append_early_event(task_id, seq, event, event_id)
         item = self._expiring(_event_item(task_id, seq, event, event_id))
@@ -461,20 +538,26 @@ class DynamoDBTaskLog(DynamoDBTable):
     def save_flow_state(
         self, task_id: str, turn: int, flow_state: dict[str, Any], step: int | None = None
     ) -> None:
+        kept, state_ref = self._flow_state(task_id, flow_state)
         update = "SET flowState = :fs"
         condition = "#turn = :turn AND #st = :working"
         names = {"#turn": "turn", "#st": "state"}
         values = {
-            ":fs": s(_flow_state_json(flow_state)),
+            ":fs": s(kept),
             ":turn": n(turn),
             ":working": s(TaskState.WORKING.value),
         }
+        if state_ref is not None:
+            update += f", {keys.FLOW_STATE_REF} = :fsr"
+            values[":fsr"] = s(state_ref)
         if step is not None:
             # Saved at most once per (turn, step): a re-run that finishes again finds it done.
             update += ", #ft = :turn, #fs = :step"
             condition += " AND (attribute_not_exists(#ft) OR #ft <> :turn OR #fs < :step)"
             names.update({"#ft": FLOW_TURN, "#fs": FLOW_STEP})
             values[":step"] = n(step)
+        if state_ref is None:
+            update += f" REMOVE {keys.FLOW_STATE_REF}"
         try:
             self._db.update_item(
                 TableName=self._table,
