@@ -23,21 +23,21 @@ if TYPE_CHECKING:
     from a2a_serverless.push.sender import WebhookSender
     from a2a_serverless.store import ApiKeyStore
     from a2a_serverless.store.dynamodb import DynamoDBTaskStore
+    from a2a_serverless.store.s3 import S3ContentStore
 
 
 # Every AWS client made here, so that a SnapStart restore can drop their pooled connections.
 _clients: list[Any] = []
 
 
-def aws_client(service: str, settings: Settings) -> Any:
+def aws_client(service: str, settings: Settings, **kwargs: Any) -> Any:
     """A client from boto3's default session, as `boto3.client` makes it: one session for
     every client, so they share its loader's cache and its event hooks (the local stack's call
-    recorder, moto) see their calls."""
+    recorder, moto) see their calls. `kwargs` go to `boto3.client`."""
     import boto3  # imported here: the unsigned card function makes no client
 
-    kwargs: dict[str, Any] = {}
     if settings.aws_endpoint_url:
-        kwargs["endpoint_url"] = settings.aws_endpoint_url
+        kwargs.setdefault("endpoint_url", settings.aws_endpoint_url)
     client = boto3.client(service, **kwargs)  # type: ignore[call-overload]  # typed per name
     _clients.append(client)
     return client
@@ -59,11 +59,46 @@ def get_flow() -> Flow:
 
 @lru_cache(maxsize=1)
 def get_store() -> DynamoDBTaskStore:
+    from a2a_serverless.store.content import ContentRule
     from a2a_serverless.store.dynamodb import DynamoDBTaskStore
 
     settings = get_settings()
     return DynamoDBTaskStore(
-        aws_client("dynamodb", settings), settings.table_name, settings.retention_days
+        aws_client("dynamodb", settings),
+        settings.table_name,
+        settings.retention_days,
+        ContentRule(get_content_store(), settings.inline_part_bytes),
+        settings.inline_state_bytes,
+    )
+
+
+@lru_cache(maxsize=1)
+def get_content_store() -> S3ContentStore | None:
+    """The content bucket (None when CONTENT_BUCKET is unset); its S3 clients are made at
+    first use. Its URLs are signed for CONTENT_URL_ENDPOINT when set (the local stack serves
+    them), else for S3's regional endpoint."""
+    settings = get_settings()
+    if not settings.content_bucket:
+        return None
+    from botocore.config import Config
+
+    from a2a_serverless.store.s3 import S3ContentStore
+
+    # Signature V4 on the regional endpoint: the URLs work in every region, new ones too.
+    def client() -> Any:
+        config = Config(signature_version="s3v4", s3={"addressing_style": "virtual"})
+        return aws_client("s3", settings, config=config)
+
+    def signer() -> Any:
+        path_style = Config(signature_version="s3v4", s3={"addressing_style": "path"})
+        endpoint = settings.content_url_endpoint
+        return aws_client("s3", settings, config=path_style, endpoint_url=endpoint)
+
+    return S3ContentStore(
+        client,
+        settings.content_bucket,
+        settings.content_url_seconds,
+        signer if settings.content_url_endpoint else None,
     )
 
 
@@ -156,6 +191,7 @@ def _service(flow: Flow | None) -> A2AService:
         dedupe_window_seconds=settings.dedupe_window_seconds,
         replier=flow,
         connections=connection_limiter(settings),
+        links=get_content_store(),
     )
 
 
@@ -199,6 +235,7 @@ def get_webhook_sender() -> WebhookSender:
             batch_deadline_seconds=settings.push_batch_deadline_seconds,
             penalty_seconds=settings.push_penalty_seconds,
         ),
+        links=get_content_store(),
     )
 
 
@@ -251,6 +288,7 @@ def reset() -> None:
     for cached in (
         get_flow,
         get_store,
+        get_content_store,
         get_executor,
         get_push,
         get_service,

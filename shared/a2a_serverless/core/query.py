@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
+from a2a_serverless.core.content import ContentLinks, present, presenter
 from a2a_serverless.core.errors import (
     InvalidRequestError,
     TaskNotCancelableError,
@@ -112,12 +113,14 @@ class StreamStart:
 class TaskQueries:
     """Reads of the caller's tasks, and CancelTask (a read that may end the task).
     `max_response_bytes` is ListTasks' response budget (None: the setting
-    LIST_MAX_RESPONSE_BYTES, read per call)."""
+    LIST_MAX_RESPONSE_BYTES, read per call); `links` makes stored content's URLs
+    (core/content.py; None: no content store)."""
 
     store: TaskStore
     executor: Executor
     poll: PollPolicy
     max_response_bytes: int | None = None
+    links: ContentLinks | None = None
 
     def load(self, owner: str, task_id: str) -> TaskRecord:
         """The caller's task record; someone else's task does not exist for them."""
@@ -138,13 +141,15 @@ class TaskQueries:
     def get_task(self, owner: str, task_id: str, history_length: int | None = None) -> Task:
         if history_length is not None and history_length < 0:
             raise invalid_field("historyLength", "must be zero or positive")
-        return task_from_snapshot(self._snapshot(owner, task_id, history_length))
+        return present(
+            task_from_snapshot(self._snapshot(owner, task_id, history_length)), self.links
+        )
 
     def snapshot_start(self, owner: str, task_id: str, history_length: int | None) -> StreamStart:
         """A stream's first event: the task folded at some seq, tailed after it if still live."""
         snapshot = self._snapshot(owner, task_id, history_length)
         annotate(task_id=task_id, context_id=snapshot.record.context_id)
-        task = task_from_snapshot(snapshot)
+        task = present(task_from_snapshot(snapshot), self.links)
         return StreamStart(
             StreamResponse(task=task),
             task_id,
@@ -167,7 +172,7 @@ class TaskQueries:
         return start
 
     def tail(self, start: StreamStart) -> LogTail:
-        return LogTail(self.store, start.task_id, start.after_seq, self.poll)
+        return LogTail(self.store, start.task_id, start.after_seq, self.poll, presenter(self.links))
 
     def list_tasks(self, owner: str, params: ListTasksRequest) -> ListTasksResponse:
         page_size = DEFAULT_PAGE_SIZE if params.page_size is None else params.page_size
@@ -195,6 +200,7 @@ class TaskQueries:
             ]
         else:
             tasks = [build_task(record) for record in records]
+        tasks = [present(task, self.links) for task in tasks]
         budget = (
             get_settings().list_max_response_bytes
             if self.max_response_bytes is None

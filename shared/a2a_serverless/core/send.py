@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
+from a2a_serverless.core.content import present
 from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.errors import (
     ContentTypeNotSupportedError,
@@ -62,6 +63,8 @@ from a2a_serverless.models.limits import (
     MAX_EXTENSION_URI_BYTES,
     MAX_ID_BYTES,
     MAX_MESSAGE_EXTENSIONS,
+    MAX_MESSAGE_FRAME_BYTES,
+    MAX_MESSAGE_PARTS,
     MAX_PART_FILENAME_BYTES,
     MAX_PART_MEDIA_TYPE_BYTES,
     MAX_PART_URL_BYTES,
@@ -69,7 +72,15 @@ from a2a_serverless.models.limits import (
     MAX_REQUEST_METADATA_BYTES,
 )
 from a2a_serverless.observability import annotate, task_ended
-from a2a_serverless.store import ConflictError, Dedupe, TaskRecord, TaskStore, utf8_size
+from a2a_serverless.store import (
+    ConflictError,
+    Dedupe,
+    TaskRecord,
+    TaskStore,
+    TooLarge,
+    utf8_size,
+)
+from a2a_serverless.store.content import REF_SCHEME
 
 
 @dataclass
@@ -280,9 +291,14 @@ class MessageSender:
             if self.dedupe_window_seconds > 0
             else None
         )
-        if message.task_id:
-            return self._continue_task(owner, message, dedupe, config, turn, stream)
-        return self._create_task(owner, message, dedupe, request, config, turn)
+        try:
+            if message.task_id:
+                return self._continue_task(owner, message, dedupe, config, turn, stream)
+            return self._create_task(owner, message, dedupe, request, config, turn)
+        except TooLarge as error:
+            # Nothing was written: the message does not fit where it is kept (a stack without
+            # a content bucket keeps every part in the table).
+            raise InvalidParamsError(violations=[("message", str(error))]) from None
 
     def _validate(self, request: SendMessageRequest, config: SendMessageConfiguration) -> None:
         # Every field violation at once (the spec's example lists several), then the rest.
@@ -359,7 +375,7 @@ class MessageSender:
         record = TaskRecord.submitted(task_id, context_id, owner, status, execution, metadata)
         annotate(task_id=task_id, context_id=context_id)
         try:
-            self.store.create_task(
+            kept = self.store.create_task(
                 record, stored, status_event(record, status), dedupe, push_config
             )
         except ConflictError as conflict:
@@ -369,10 +385,13 @@ class MessageSender:
             if retry is not None:
                 return retry
             # Same messageId, different content: a new message, processed normally.
-            self.store.create_task(record, stored, status_event(record, status), None, push_config)
+            kept = self.store.create_task(
+                record, stored, status_event(record, status), None, push_config
+            )
         self._start(record, 1, turn)
-        history = [stored] if config.history_length != 0 else None
-        return Entry(task_id, 1, created=build_task(record, history=history))
+        history = [kept or stored] if config.history_length != 0 else None
+        created = present(build_task(record, history=history), self.queries.links)
+        return Entry(task_id, 1, created=created)
 
     def _inline_push(
         self, config: SendMessageConfiguration, task_id: str
@@ -538,9 +557,31 @@ def _message_bounds(message: dict[str, Any]) -> list[tuple[str, str]]:
             if isinstance(value, str) and utf8_size(value) > each
         )
     parts = message.get("parts")
-    for index, part in enumerate(parts if isinstance(parts, list) else []):
+    parts = parts if isinstance(parts, list) else []
+    if len(parts) > MAX_MESSAGE_PARTS:
+        found.append(("message.parts", f"must have at most {MAX_MESSAGE_PARTS} entries"))
+    frame = {**message, "parts": [_without_content(part) for part in parts]}
+    if utf8_size(json.dumps(frame, separators=(",", ":"), ensure_ascii=False)) > (
+        MAX_MESSAGE_FRAME_BYTES
+    ):
+        found.append(
+            (
+                "message",
+                f"must be at most {MAX_MESSAGE_FRAME_BYTES} bytes as JSON, not counting its "
+                "parts' text, raw and data",
+            )
+        )
+    for index, part in enumerate(parts):
         if not isinstance(part, dict):
             continue
+        url = part.get("url")
+        if isinstance(url, str) and url.startswith(REF_SCHEME):
+            found.append(
+                (
+                    f"message.parts[{index}].url",
+                    f"uses the scheme {REF_SCHEME}, which names content this agent stores",
+                )
+            )
         for name, bound in (
             ("url", MAX_PART_URL_BYTES),
             ("filename", MAX_PART_FILENAME_BYTES),
@@ -552,6 +593,13 @@ def _message_bounds(message: dict[str, Any]) -> list[tuple[str, str]]:
                     (f"message.parts[{index}].{name}", f"must be at most {bound} bytes in UTF-8")
                 )
     return found
+
+
+def _without_content(part: Any) -> Any:
+    """A part as its item holds it however large its content: text, raw and data left out."""
+    if not isinstance(part, dict):
+        return part
+    return {name: value for name, value in part.items() if name not in ("text", "raw", "data")}
 
 
 @functools.cache

@@ -17,6 +17,7 @@ from a2a_serverless.core.connections import (
     ConnectionLimiter,
     unbounded,
 )
+from a2a_serverless.core.content import ContentLinks
 from a2a_serverless.core.context import RequestContext
 from a2a_serverless.core.errors import (
     InvalidRequestError,
@@ -107,9 +108,11 @@ class A2AService:
     replier: Replier | None = None
     # Bounds on long-lived connections (None: none).
     connections: ConnectionLimiter | None = None
+    # Makes the URLs of stored content (the content bucket; None: none).
+    links: ContentLinks | None = None
 
     def __post_init__(self) -> None:
-        self.queries = TaskQueries(self.store, self.executor, self.wait.poll)
+        self.queries = TaskQueries(self.store, self.executor, self.wait.poll, links=self.links)
 
     # -- SEND --------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ growing by half per empty read up to `max` while idle.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from a2a_serverless.models import INTERRUPTED_STATES, TERMINAL_STATES, StreamResponse
@@ -64,13 +65,20 @@ class LogTail:
     """Reads a task's events after `after_seq`, in order, each once."""
 
     def __init__(
-        self, store: TaskStore, task_id: str, after_seq: int, policy: PollPolicy | None = None
+        self,
+        store: TaskStore,
+        task_id: str,
+        after_seq: int,
+        policy: PollPolicy | None = None,
+        present: Callable[[StreamResponse], StreamResponse] | None = None,
     ) -> None:
         self.store = store
         self.task_id = task_id
         self.seq = after_seq
         self.policy = policy or PollPolicy()
         self.interval = self.policy.min_seconds
+        # How an event is answered (stored content as links: core/content.py).
+        self.present = present
 
     def poll(self) -> list[StreamResponse]:
         """One read of the log; the next interval adapts to what it found."""
@@ -80,7 +88,9 @@ class LogTail:
             self.interval = self.policy.min_seconds
         else:
             self.interval = min(self.interval * self.policy.growth, self.policy.max_seconds)
-        return [event for _, event in found]
+        if self.present is None:
+            return [event for _, event in found]
+        return [self.present(event) for _, event in found]
 
 
 class SettleWait:

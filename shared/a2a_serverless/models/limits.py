@@ -1,9 +1,10 @@
 """The bounds on caller-chosen values, in one place (README "Input bounds" lists them all).
 
 Sizes are UTF-8 bytes unless a name says CHARS. Core operations check them before any write
-and refuse with InvalidParams naming the field, so every binding answers alike. A value not
-bounded here is bounded by the request body limit (`MAX_BODY_BYTES`, 256 KiB) and stored at
-most once per request.
+and refuse with InvalidParams naming the field, so every binding answers alike. Part content
+(text, raw, data) is bounded by the request body limit (the setting MAX_BODY_BYTES) and stored
+in the content bucket when large (store/content.py); a message's other fields by
+`MAX_MESSAGE_FRAME_BYTES`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ MAX_EXTENSION_URI_BYTES = 2048  # each message.extensions URI
 MAX_PART_URL_BYTES = 8192  # a file part's url (pre-signed URLs run long; servers' 8 KB line)
 MAX_PART_FILENAME_BYTES = 1024
 MAX_PART_MEDIA_TYPE_BYTES = 256  # RFC 6838: type and subtype up to 127 characters each
+MAX_MESSAGE_PARTS = 1024  # each may become one stored object (one S3 PUT)
+# A message as JSON without its parts' content: what stays in its item however much is stored.
+MAX_MESSAGE_FRAME_BYTES = 262_144
 
 # -- a push notification config (its url and header values go out with every delivery) --------
 MAX_PUSH_CONFIG_ID_CHARS = 128  # a sort key part: at most 512 bytes

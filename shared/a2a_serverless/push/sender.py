@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2a_serverless.core.content import ContentLinks, present, present_event_json
 from a2a_serverless.core.egress import EgressPolicy, UnsafeWebhookUrl, vet_url
 from a2a_serverless.models import Message, TaskPushNotificationConfig
 from a2a_serverless.models.v03 import task_to_v03
@@ -120,7 +121,7 @@ class _Payloads:
 
     def get(self, version: str, event: StreamEvent) -> bytes | None:
         if version != "0.3":
-            return event.body
+            return present_event_json(event.body, self.sender.links)
         key = (version, event.task_id, event.seq)
         with self.lock:
             if key in self.built:
@@ -222,8 +223,11 @@ class WebhookSender:
         config: SenderConfig,
         post: Post = post_pinned,
         sleep: Callable[[float], None] = time.sleep,
+        links: ContentLinks | None = None,
     ) -> None:
         self.store = store
+        # Makes the URLs of stored content in payloads (None: no content store).
+        self.links = links
         self.sqs = sqs
         self.config = config
         self.post = post
@@ -286,9 +290,10 @@ class WebhookSender:
                 return None
             if history is None:
                 history = self.store.read_history(task_id, None)
-            task = task.model_copy(update={"history": history or None})
+            task = present(task.model_copy(update={"history": history or None}), self.links)
             return json.dumps(task_to_v03(task), separators=(",", ":")).encode()
-        return event_json if event_json is not None else self.store.get_event_json(task_id, seq)
+        body = event_json if event_json is not None else self.store.get_event_json(task_id, seq)
+        return None if body is None else present_event_json(body, self.links)
 
     def attempt(
         self,
