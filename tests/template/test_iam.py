@@ -51,6 +51,12 @@ READ = {"dynamodb:GetItem": {TABLE}, "dynamodb:Query": {TABLE}}
 # ConditionCheckItem (a flow step's event at seq 1 or 2 is checked against the task's header:
 # store/dynamodb/tasks.py `_append_early_event`, the worker's only).
 WRITE = {**READ, "dynamodb:PutItem": {TABLE}, "dynamodb:UpdateItem": {TABLE}}
+# The content bucket's objects (tasks/{taskId}/...): a function that hands out URLs to stored
+# content reads it (a presigned URL is authorized as its signer); those that accept or emit
+# content write it.
+CONTENT = resource_key({"Fn::Sub": "${ContentBucket.Arn}/tasks/*"})
+CONTENT_READ = {"s3:GetObject": {CONTENT}}
+CONTENT_WRITE = {**CONTENT_READ, "s3:PutObject": {CONTENT}}
 
 GRANTS: dict[str, dict[str, set[str]]] = {
     # One API key record by the key's hash (only API key items: a LeadingKeys condition,
@@ -64,6 +70,7 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "dynamodb:Query": {TABLE},
         "dynamodb:PutItem": {TABLE},
         "dynamodb:DeleteItem": {TABLE},
+        **CONTENT_READ,
     },
     # Counters by key, tasks through the indexes (GetItem never addresses an index).
     # A page's contents (artifacts, history) come in BatchGetItem rounds, never a read per task.
@@ -71,12 +78,14 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "dynamodb:GetItem": {TABLE},
         "dynamodb:BatchGetItem": {TABLE},
         "dynamodb:Query": {TABLE, TABLE_INDEXES},
+        **CONTENT_READ,
     },
     # A blocking send releases its connection lease (DeleteItem of lease items only).
     "SendMessageFunction": {
         **WRITE,
         "dynamodb:DeleteItem": {TABLE},
         "states:StartExecution": {FLOW},
+        **CONTENT_WRITE,
     },
     # Streaming sends start executions (cancel stops none: EXPRESS has no StopExecution).
     # JSON-RPC on `POST /` serves every method here too: ListTasks (the indexes) and the push
@@ -87,12 +96,15 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "dynamodb:BatchGetItem": {TABLE},
         "dynamodb:DeleteItem": {TABLE},
         "states:StartExecution": {FLOW},
+        **CONTENT_WRITE,
     },
     # A step that asks for another starts its execution (one execution per step).
     "FlowWorkerFunction": {
         **WRITE,
         "dynamodb:ConditionCheckItem": {TABLE},
         "states:StartExecution": {FLOW_BY_NAME},
+        **CONTENT_WRITE,
+        "s3:AbortMultipartUpload": {CONTENT},
     },
     # Config CRUD: its items only ever live in the task partitions it checks the owner of;
     # a new config marks its task's header (`hooks`) first.
@@ -119,6 +131,7 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "sqs:GetQueueAttributes": {RETRY_QUEUE},
         "sqs:SendMessage": {RETRY_QUEUE, STREAM_FAILURE_QUEUE, DEAD_LETTER_QUEUE},
         "sqs:ChangeMessageVisibility": {RETRY_QUEUE},
+        **CONTENT_READ,
     },
     # Invokes the worker; sets up its own execution-log delivery (Logs API: no resource ARNs).
     "FlowStateMachine": {
@@ -198,8 +211,10 @@ def test_card_function_touches_no_data(cfn: dict[str, Any]) -> None:
 def test_readers_cannot_start_or_stop_work(cfn: dict[str, Any]) -> None:
     for name in ("GetTaskFunction", "ListTasksFunction"):
         # Unconditionally; GetTask's lease writes are scoped (test_lease_writes_are_scoped...).
+        # s3:GetObject: stored content, read or handed out as URLs.
         actions = _unconditional_actions(role_of(cfn, name)[1])
-        assert actions <= {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem"}, name
+        reads = {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem", "s3:GetObject"}
+        assert actions <= reads, name
     send = set(grants(role_of(cfn, "SendMessageFunction")[1]))
     assert "states:StartExecution" in send
     assert "states:StopExecution" not in send

@@ -57,6 +57,7 @@ RESOURCES: dict[str, Any] = {
         "PushRetryQueue.Arn": queue("a2a-local-PushRetryQueue.fifo"),
         "PushDeadLetterQueue.Arn": queue("a2a-local-PushDeadLetterQueue.fifo"),
         "PushStreamFailureQueue.Arn": queue("a2a-local-PushStreamFailureQueue"),
+        "ContentBucket.Arn": "arn:aws:s3:::a2a-local-contentbucket",
     },
 }
 
