@@ -274,12 +274,18 @@ def _lambda(
     raise UnknownOperation(f"lambda:{operation}")
 
 
-# -- what a flow's own code calls (FlowPolicy, FlowUsesBedrock) -------------------------------
+# -- S3: the content bucket, and what a flow's own code calls (FlowPolicy, FlowUsesBedrock) ----
 
 # S3 object operations and the action each is authorized as (on the object's ARN): itself,
-# but HeadObject's is GetObject.
+# but HeadObject's is GetObject and a multipart upload's steps are PutObject's (aborting one
+# is its own action). A presigned GetObject URL is authorized as its signer's GetObject.
 _S3_OBJECT_ACTIONS = {
     "HeadObject": "GetObject",
+    "CreateMultipartUpload": "PutObject",
+    "UploadPart": "PutObject",
+    "CompleteMultipartUpload": "PutObject",
+    "AbortMultipartUpload": "AbortMultipartUpload",
+    "ListParts": "ListMultipartUploadParts",
     **{op: op for op in ("GetObject", "PutObject", "DeleteObject", "GetObjectTagging")},
 }
 # S3 bucket operations (on the bucket's ARN).
@@ -349,7 +355,7 @@ def authorize(
     """The IAM (action, resource ARN, condition keys) that AWS authorizes an API call as.
 
     `service` is botocore's service name (dynamodb, dynamodbstreams, sqs, stepfunctions,
-    lambda; and s3, secretsmanager, bedrock-runtime, which flows call); anything else raises
+    lambda, s3; and secretsmanager, bedrock-runtime, which flows call); anything else raises
     UnknownOperation. `partition_key` names a DynamoDB table's partition key attribute (for
     `dynamodb:LeadingKeys`)."""
     if service == "dynamodb":
@@ -503,6 +509,10 @@ class CallRecorder:
                 },
             )
             return
+        operation = f"{service}:{model.name}"
+        if (context or {}).get("is_presign_request"):
+            # No request is sent: the URL's user is authorized as the principal signing now.
+            operation += " (presigned)"
         for action, resource, condition_keys in found:
             kinds = tuple(
                 (key, tuple(sorted({key_kind(v) for v in values})))
@@ -513,7 +523,7 @@ class CallRecorder:
                 "principal": principal,
                 "action": action,
                 "resource": resource,
-                "operation": f"{service}:{model.name}",
+                "operation": operation,
                 # Where a surprising call came from, when pytest runs the stack.
                 "test": os.environ.get("PYTEST_CURRENT_TEST"),
                 "thread": threading.current_thread().name,

@@ -4,7 +4,9 @@ Matches resources as API Gateway does (literal paths win), answers unknown route
 template's GatewayResponses, runs each method's security (local/authorizers.py) and adds
 `x-amzn-request-context`. With `Auth=None`, `x-local-principal` names the caller; other modes
 drop it. Functions see the stack's public URL as the host (a loopback-only stack keeps a
-loopback `Host`). `/_local/...` is local/admin.py.
+loopback `Host`). Request sizes are refused where API Gateway (10 MB body) and Lambda (6 MB
+event) refuse them. `/_local/...` is local/admin.py; `/_s3/...` (presigned URLs to stored
+content, outside the API) is local/content_urls.py.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from a2a_serverless.bindings.cors import allowed_origin, parse_origins, preflight_headers
 from a2a_serverless.local.admin import host_name, is_loopback
@@ -32,7 +34,23 @@ logger = logging.getLogger(__name__)
 
 LOCAL_PRINCIPAL_HEADER = "x-local-principal"
 ADMIN_PREFIX = "/_local/"
+OBJECTS_PREFIX = "/_s3/"
 REQUEST_CONTEXT_HEADER = b"x-amzn-request-context"
+# API Gateway's REST API payload quota: a larger request body is refused (REQUEST_TOO_LARGE).
+MAX_REQUEST_BYTES = 10 * 1024 * 1024
+# Lambda's synchronous invocation payload: the API Gateway event, the body JSON-escaped in it.
+MAX_INVOKE_BYTES = 6_291_456
+# What API Gateway answers when Lambda refuses the event as too large: its own 413, not a
+# gateway response of the template (as observed; AWS documents no answer for it).
+INVOKE_TOO_LARGE = (
+    413,
+    [("content-type", "application/json"), ("x-amzn-errortype", "BadRequestException")],
+    b'{"message": "Request Too Long"}',
+)
+
+
+class BodyTooLarge(Exception):
+    """The request body is over API Gateway's payload quota."""
 
 
 class Throttled(Exception):
@@ -97,12 +115,14 @@ class Gateway:
         guard: Guard | None = None,
         responses: GatewayResponses | None = None,
         admin: Any = None,
+        objects: Any = None,
         public_url: str | None = None,
         trust_loopback_host: bool = False,
     ) -> None:
         """`public_url`: the origin the functions see as the request's (None: the client's
         `Host` is passed on, for in-process clients with no address); `trust_loopback_host`:
-        keep a client's `Host` that names loopback (the server listens on loopback only)."""
+        keep a client's `Host` that names loopback (the server listens on loopback only);
+        `objects`: the ASGI app serving presigned URLs under /_s3/."""
         self.stage = stage
         parsed = urlsplit(public_url) if public_url else None
         self.public_scheme = parsed.scheme if parsed else None
@@ -114,6 +134,7 @@ class Gateway:
         self.guard = guard
         self.responses = responses
         self.admin = admin  # an ASGI app for /_local/ (local/admin.py)
+        self.objects = objects  # an ASGI app for /_s3/ (local/content_urls.py)
         self.routes = []
         for method, path, app in routes:
             pattern = re.escape(path)
@@ -149,6 +170,10 @@ class Gateway:
         if self.admin is not None and scope["path"].startswith(ADMIN_PREFIX):
             await self.admin(scope, receive, send)
             return
+        if self.objects is not None and scope["path"].startswith(OBJECTS_PREFIX):
+            # S3, not the API: a presigned URL is its own credential.
+            await self.objects(scope, receive, send)
+            return
         if (
             scope["method"] == "OPTIONS"
             and parse_origins(self.cors_allow_origins)
@@ -170,6 +195,15 @@ class Gateway:
             )
             return
         app, resource, path_parameters = found
+        # API Gateway holds the whole request before the integration runs.
+        try:
+            body, receive = await _buffered(receive, MAX_REQUEST_BYTES, _content_length(scope))
+        except BodyTooLarge:
+            too_large = GatewayError("REQUEST_TOO_LARGE", "Request Too Long")
+            await self._gateway_error(
+                scope, send, too_large, request_id, fallback=(413, too_large.message)
+            )
+            return
         received_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         headers = [
             (k, v)
@@ -194,10 +228,6 @@ class Gateway:
         if self.guard is not None:
             security = self.guard.security(resource, scope["method"])
             if not security.open:
-                body = b""
-                if security.sigv4:
-                    # The signature covers the body: read it now, replay it to the function.
-                    body, receive = await _buffered(receive)
                 request = ReceivedRequest(
                     method=scope["method"],
                     path=scope["path"],
@@ -210,7 +240,7 @@ class Gateway:
                     source_ip=source_ip,
                     stage=self.stage,
                     path_parameters=path_parameters,
-                    body=body,
+                    body=body if security.sigv4 else b"",  # the signature covers the body
                     request_id=request_id,
                 )
                 try:
@@ -222,6 +252,22 @@ class Gateway:
                     context["authorizer"] = admitted.authorizer
                 context["identity"].update(admitted.identity)
         headers.append((REQUEST_CONTEXT_HEADER, json.dumps(context).encode()))
+        event = invocation_bytes(scope, resource, path_parameters, context, body)
+        if event > MAX_INVOKE_BYTES:
+            status, response_headers, response_body = INVOKE_TOO_LARGE
+            logger.warning("%s: a %d-byte event is over Lambda's payload limit", resource, event)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [
+                        (k.encode(), v.encode())
+                        for k, v in [*response_headers, ("x-amzn-requestid", request_id)]
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": response_body})
+            return
         try:
             await app(self._public(scope, headers), receive, send)
         except Throttled:
@@ -294,15 +340,89 @@ class Gateway:
         await send({"type": "http.response.body", "body": b""})
 
 
-async def _buffered(receive: Any) -> tuple[bytes, Any]:
+def _content_length(scope: dict[str, Any]) -> int | None:
+    value = next((v for k, v in scope["headers"] if k.lower() == b"content-length"), None)
+    return int(value) if value is not None and value.strip().isdigit() else None
+
+
+def invocation_bytes(
+    scope: dict[str, Any],
+    resource: str,
+    path_parameters: dict[str, str],
+    context: dict[str, Any],
+    body: bytes,
+) -> int:
+    """The size of the Lambda proxy event API Gateway makes of this request: the body as a
+    JSON string in it, the headers and query twice (single and multi-valued), the path
+    parameters and the request context (with the fields a deployed one carries)."""
+    headers: dict[str, str] = {}
+    multi_headers: dict[str, list[str]] = {}
+    for key, value in scope["headers"]:
+        name, text = key.decode("latin-1"), value.decode("latin-1")
+        headers[name] = text
+        multi_headers.setdefault(name, []).append(text)
+    query: dict[str, str] = {}
+    multi_query: dict[str, list[str]] = {}
+    for name, text in parse_qsl((scope.get("query_string") or b"").decode("latin-1"), True):
+        query[name] = text
+        multi_query.setdefault(name, []).append(text)
+    identity = dict.fromkeys(
+        [
+            *("cognitoIdentityPoolId", "accountId", "cognitoIdentityId", "caller"),
+            *("principalOrgId", "accessKey", "cognitoAuthenticationType"),
+            *("cognitoAuthenticationProvider", "userArn", "userAgent", "user"),
+        ]
+    )
+    request_context = {
+        "resourceId": "abc123",
+        "extendedRequestId": "Bq7XkF3yIAMEbXw=",
+        "requestTime": "25/Nov/2025:10:30:00 +0000",
+        "path": f"/{context.get('stage', 'prod')}{scope['path']}",
+        "accountId": "123456789012",
+        "protocol": "HTTP/1.1",
+        "domainPrefix": "abc123def4",
+        "requestTimeEpoch": 1764066603012,
+        "domainName": "abc123def4.execute-api.us-east-1.amazonaws.com",
+        "apiId": "abc123def4",
+        **context,
+        "identity": {**identity, **context.get("identity", {})},
+    }
+    event = {
+        "resource": resource,
+        "path": scope["path"],
+        "httpMethod": scope["method"],
+        "headers": headers or None,
+        "multiValueHeaders": multi_headers or None,
+        "queryStringParameters": query or None,
+        "multiValueQueryStringParameters": multi_query or None,
+        "pathParameters": path_parameters or None,
+        "stageVariables": None,
+        "requestContext": request_context,
+        "body": body.decode("utf-8", "replace") if body else None,
+        "isBase64Encoded": False,
+    }
+    return len(json.dumps(event, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+async def _buffered(
+    receive: Any, limit: int | None = None, declared: int | None = None
+) -> tuple[bytes, Any]:
     """The whole request body, and a `receive` that gives it again and then passes on the
-    client's later messages (a disconnect, which a streaming function watches for)."""
+    client's later messages (a disconnect, which a streaming function watches for). Raises
+    BodyTooLarge past `limit` bytes, before reading when the declared length says so."""
+    if limit is not None and declared is not None and declared > limit:
+        raise BodyTooLarge(declared)
     chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             break
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if limit is not None and size > limit:
+            raise BodyTooLarge(size)
+        chunks.append(chunk)
         if not message.get("more_body"):
             break
     body = b"".join(chunks)

@@ -1,4 +1,5 @@
-"""The resources of template.yaml, created in moto: table, queues, functions, state machine.
+"""The resources of template.yaml, created in moto: table, buckets, queues, functions, state
+machine.
 
 Each `create_*` reads its resources from the template, creates them with boto3 (mock_aws
 must be running), and records their names and ARNs in the Resolver, so later properties
@@ -32,6 +33,7 @@ DEPLOY_ONLY_ENV = {"AWS_LAMBDA_EXEC_WRAPPER", "AWS_LWA_INVOKE_MODE", "PORT"}
 # Variables that name the stack's own resources: always the local ones.
 RESOURCE_ENV = {
     "TABLE_NAME",
+    "CONTENT_BUCKET",
     "STATE_MACHINE_ARN",
     "PUSH_RETRY_QUEUE_URL",
     "PUSH_DEAD_LETTER_QUEUE_URL",
@@ -171,6 +173,55 @@ def create_tables(resources: dict[str, Any], resolver: Resolver) -> None:
         resolver.attributes[f"{logical_id}.Arn"] = description["TableArn"]
         if "LatestStreamArn" in description:
             resolver.attributes[f"{logical_id}.StreamArn"] = description["LatestStreamArn"]
+
+
+def create_buckets(resources: dict[str, Any], resolver: Resolver) -> list[str]:
+    """Every AWS::S3::Bucket (named `{STACK}-{logical id}` in lower case, as S3 wants), with
+    its default encryption; their names. Lifecycle, public access and bucket policies are not
+    applied: moto enforces none of them."""
+    s3 = client("s3")
+    names = []
+    for logical_id, resource in resources.items():
+        if resource["Type"] != "AWS::S3::Bucket":
+            continue
+        props = resolver.resolve(resource.get("Properties") or {})
+        name = props.get("BucketName") or f"{STACK}-{logical_id}".lower()
+        s3.create_bucket(Bucket=name)
+        encryption = props.get("BucketEncryption")
+        if encryption:
+            rules = [
+                {"ApplyServerSideEncryptionByDefault": rule["ServerSideEncryptionByDefault"]}
+                for rule in encryption["ServerSideEncryptionConfiguration"]
+            ]
+            s3.put_bucket_encryption(
+                Bucket=name, ServerSideEncryptionConfiguration={"Rules": rules}
+            )
+        resolver.refs[logical_id] = name
+        resolver.attributes[f"{logical_id}.Arn"] = f"arn:aws:s3:::{name}"
+        resolver.attributes[f"{logical_id}.DomainName"] = f"{name}.s3.amazonaws.com"
+        resolver.attributes[f"{logical_id}.RegionalDomainName"] = (
+            f"{name}.s3.{REGION}.amazonaws.com"
+        )
+        names.append(name)
+    return names
+
+
+def empty_buckets(names: list[str]) -> None:
+    """Delete every object and unfinished multipart upload of the buckets."""
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[ACCOUNT]["aws"]
+    for name in names:
+        bucket = backend.get_bucket(name)
+        if not len(getattr(bucket, "keys", [None])) and not getattr(bucket, "multiparts", [None]):
+            continue  # already empty (moto's store says so without a request)
+        s3 = client("s3")
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
+            for entry in page.get("Contents", []):
+                s3.delete_object(Bucket=name, Key=entry["Key"])
+        uploads = s3.list_multipart_uploads(Bucket=name).get("Uploads", [])
+        for upload in uploads:
+            s3.abort_multipart_upload(Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"])
 
 
 def create_queues(resources: dict[str, Any], resolver: Resolver) -> dict[str, str]:

@@ -25,6 +25,8 @@ from a2a_serverless.local import moto_fidelity, moto_speedups, resources
 from a2a_serverless.local.admin import LocalAdmin
 from a2a_serverless.local.authorizers import GatewayResponses, Guard, LocalUsagePlan
 from a2a_serverless.local.calls import CALL_LOG_ENV, CallRecorder, acting_as
+from a2a_serverless.local.content_urls import PREFIX as OBJECTS_PREFIX
+from a2a_serverless.local.content_urls import ObjectUrls
 from a2a_serverless.local.events import EventSources
 from a2a_serverless.local.gateway import (
     LOCAL_PRINCIPAL_HEADER,
@@ -201,6 +203,18 @@ def _bedrock_client_factory() -> tuple[Callable[..., Any], bool]:
     return real, True
 
 
+def _signing_credentials() -> tuple[str, str, str | None]:
+    """The credentials the functions' clients sign with: boto3's default session's (moto's
+    mock puts its own in the environment)."""
+    import boto3
+
+    credentials = boto3._get_default_session().get_credentials()
+    if credentials is None:
+        raise RuntimeError("the local stack's boto3 session has no credentials")
+    frozen = credentials.get_frozen_credentials()
+    return frozen.access_key or "", frozen.secret_key or "", frozen.token
+
+
 def _attributed_handler(handler: Handler, logical_id: str, stack_id: str) -> Handler:
     """A Lambda handler whose AWS calls are attributed to its function (local/calls.py)."""
 
@@ -262,6 +276,7 @@ class LocalStack:
             raise ValueError(f"event_sources must be True, False or 'manual': {event_sources!r}")
         self.event_sources: EventSources | None = None
         self.queues: dict[str, str] = {}  # logical id -> queue URL
+        self.buckets: list[str] = []  # bucket names
         self.env_overrides = env_overrides or {}
         self.functions: dict[str, FunctionSpec] = {}
         self.env: dict[str, str] = {}
@@ -331,6 +346,7 @@ class LocalStack:
             mappings=with_settings(self.template.get("Mappings") or {}, self.parameters),
         )
         resources.create_tables(template_resources, resolver)
+        self.buckets = resources.create_buckets(template_resources, resolver)
         self.queues = resources.create_queues(template_resources, resolver)
         self.functions = resources.create_functions(template_resources, resolver, self.root)
         # Looked up per call: scripts/bench wraps `_invoke` of a started stack to count them.
@@ -432,8 +448,9 @@ class LocalStack:
 
     def reset(self, timeout: float = 30.0) -> None:
         """Back to what `start()` gives, without restarting moto: running executions waited
-        for, then empty tables, queues and execution lists, fresh settings, wiring and handler
-        modules. Only for a stack without event sources; the environment is the caller's."""
+        for, then empty tables, buckets, queues and execution lists, fresh settings, wiring
+        and handler modules. Only for a stack without event sources; the environment is the
+        caller's."""
         if not self._ready or self.resolver is None or self.sweeper is None:
             raise RuntimeError("the local stack is not started")
         if self.event_source_mode != "off":
@@ -459,6 +476,7 @@ class LocalStack:
         template_resources = self.template["Resources"]
         # Recreated, not emptied: new stream, TTL clocks and speed-up indexes, as at start.
         resources.create_tables(template_resources, self.resolver)
+        resources.empty_buckets(self.buckets)
         self.queues = resources.create_queues(template_resources, self.resolver)
         drop_finished_executions(keep=0)
         forget_finished_threads()
@@ -577,7 +595,10 @@ class LocalStack:
     def gateway(self, public_url: str | None = None, trust_loopback_host: bool = False) -> Gateway:
         """The API of the template: its routes, the checks its security puts on each
         method, its gateway responses, and the local admin endpoints of the Auth mode
-        (`public_url`, `trust_loopback_host`: see local/gateway.py)."""
+        (`public_url`, `trust_loopback_host`: see local/gateway.py). With a `public_url`, the
+        functions sign URLs to stored content for this gateway (CONTENT_URL_ENDPOINT), which
+        serves them under /_s3/ as S3 would."""
+        self._sign_urls_for(public_url)
         concurrency = LambdaConcurrency(
             {
                 logical_id: spec.reserved_concurrency
@@ -633,9 +654,25 @@ class LocalStack:
                 (api.get("DefinitionBody") or {}).get("x-amazon-apigateway-gateway-responses"),
             ),
             admin=admin,
+            objects=ObjectUrls(_signing_credentials, account=ACCOUNT, region=REGION),
             public_url=public_url,
             trust_loopback_host=trust_loopback_host,
         )
+
+    def _sign_urls_for(self, public_url: str | None) -> None:
+        """CONTENT_URL_ENDPOINT set to this stack's `{public_url}/_s3` (unless the stack was
+        given one), and what was built from the settings rebuilt."""
+        if not public_url or "CONTENT_URL_ENDPOINT" in self.env_overrides:
+            return
+        endpoint = public_url.rstrip("/") + OBJECTS_PREFIX.rstrip("/")
+        if os.environ.get("CONTENT_URL_ENDPOINT") == endpoint:
+            return
+        self._set_env({"CONTENT_URL_ENDPOINT": endpoint})
+        self._handlers.clear()
+        self._apps.clear()
+        from a2a_serverless import wiring
+
+        wiring.reset()
 
     def _api_properties(self) -> dict[str, Any]:
         """The template's REST API (AWS::Serverless::Api) properties, resolved for this
