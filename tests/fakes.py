@@ -1,5 +1,5 @@
 """An in-memory TaskStore for unit tests: the four store interfaces on dicts (and an
-in-memory ApiKeyStore).
+in-memory ApiKeyStore, LeaseStore and ContentStore).
 
 Test code only (production has one store, DynamoDB). It keeps the semantics the contract tests
 (tests/contract/cases.py) pin for both: conditional writes raise ConflictError
@@ -12,6 +12,8 @@ import base64
 import binascii
 import copy
 import dataclasses
+import hashlib
+import io
 import json
 import math
 import threading
@@ -19,7 +21,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 from a2a_serverless import models
 from a2a_serverless.store import (
@@ -35,8 +37,10 @@ from a2a_serverless.store import (
     TaskSnapshot,
 )
 from a2a_serverless.store.base import ListedContents
+from a2a_serverless.store.content import object_key
 from a2a_serverless.store.dynamodb import keys
 from a2a_serverless.store.fold import fold_events, task_from_events
+from a2a_serverless.store.s3 import PART_BYTES
 
 
 def _wire_json(event: models.StreamResponse) -> str:
@@ -490,6 +494,62 @@ class InMemoryLeaseStore:
                 return False
             del self.leases[(pool, slot)]
             return True
+
+
+class InMemoryContentStore:
+    """ContentStore (store/content.py) in memory, by (task id, name). `put_stream` reads its
+    source in S3's part size (store/s3.py PART_BYTES) and counts the parts it would upload;
+    with `keep=False` only each object's size and sha256 are kept (a large file's bytes are
+    dropped as they pass). `opened` lists the objects read, in order."""
+
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep
+        self.objects: dict[tuple[str, str], bytes] = {}
+        self.media_types: dict[tuple[str, str], str] = {}
+        self.sizes: dict[tuple[str, str], int] = {}
+        self.digests: dict[tuple[str, str], str] = {}
+        self.parts: dict[tuple[str, str], int] = {}
+        self.opened: list[tuple[str, str]] = []
+
+    def put(self, task_id: str, name: str, body: bytes, media_type: str) -> None:
+        self.put_stream(task_id, name, io.BytesIO(body), media_type)
+
+    def put_stream(self, task_id: str, name: str, source: IO[bytes], media_type: str) -> int:
+        key = (task_id, name)
+        digest, size, parts, kept = hashlib.sha256(), 0, 0, []
+        while True:
+            piece = _read_full(source, PART_BYTES)
+            if piece or not parts:
+                parts += 1
+                digest.update(piece)
+                size += len(piece)
+                if self.keep:
+                    kept.append(piece)
+            if len(piece) < PART_BYTES:
+                break
+        if self.keep:
+            self.objects[key] = b"".join(kept)
+        self.media_types[key], self.sizes[key] = media_type, size
+        self.digests[key], self.parts[key] = digest.hexdigest(), parts
+        return size
+
+    def open(self, task_id: str, name: str) -> IO[bytes]:
+        self.opened.append((task_id, name))
+        return io.BytesIO(self.objects[(task_id, name)])
+
+    def link(self, task_id: str, name: str) -> str:
+        return f"https://content.example/{object_key(task_id, name)}?signed"
+
+
+def _read_full(source: IO[bytes], size: int) -> bytes:
+    pieces, got = [], 0
+    while got < size:
+        piece = source.read(size - got)
+        if not piece:
+            break
+        pieces.append(piece)
+        got += len(piece)
+    return b"".join(pieces)
 
 
 def _orphan(task_id: str) -> TaskRecord:

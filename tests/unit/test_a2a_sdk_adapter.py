@@ -32,7 +32,7 @@ from a2a_serverless.flows.base import ArtifactChunk
 from a2a_serverless.flows.runtime import FlowWorker
 from a2a_serverless.models import Caller, Message, Part, TaskState
 from a2a_serverless.store import TaskRecord
-from tests.fakes import InMemoryTaskStore
+from tests.fakes import InMemoryContentStore, InMemoryTaskStore
 from tests.helpers import NoExecutions, add_submitted_task
 
 Execute = Callable[[RequestContext, EventQueue], Awaitable[None]]
@@ -472,3 +472,25 @@ def test_card_fields_come_from_the_parameters_sdk_skills_too() -> None:
 def test_request_context_is_built_without_running_anything() -> None:
     context = request_context(step_context(text="x"))
     assert context.task_id == "t-1" and context.current_task is None
+
+
+def test_an_executor_reads_stored_files_as_download_urls() -> None:
+    """A stored part (a file too large for the table) reaches the executor as the URL a client
+    would download, in this turn's message and in the history."""
+    executor = Executor(lambda context, queue: asyncio.sleep(0))
+    photo = {"url": "a2a-content:raw.abc", "mediaType": "image/png", "filename": "p.png"}
+    earlier = Message.model_validate({"messageId": "m-1", "role": "ROLE_USER", "parts": [photo]})
+    ctx = step_context(turn=2, history=[earlier])
+    ctx.message = Message.model_validate(
+        {"messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "look"}, photo]}
+    )
+    ctx.history[-1] = ctx.message
+    ctx.content = InMemoryContentStore()
+    run(ExecutorFlow(executor), ctx)
+    [context] = executor.contexts
+    assert context.message is not None
+    sent = context.message.parts[1]
+    assert sent.url == "https://content.example/tasks/t-1/raw.abc?signed"
+    assert (sent.media_type, sent.filename) == ("image/png", "p.png")
+    assert context.current_task is not None
+    assert context.current_task.history[0].parts[0].url == sent.url

@@ -26,7 +26,8 @@ from a2a_serverless.flows.bedrock import (
 from a2a_serverless.flows.runtime import FlowWorker
 from a2a_serverless.models import Message, Part, Role, TaskState
 from a2a_serverless.settings import get_settings
-from tests.fakes import InMemoryTaskStore
+from a2a_serverless.store.content import reference
+from tests.fakes import InMemoryContentStore, InMemoryTaskStore
 from tests.helpers import NoExecutions, add_submitted_task
 
 MODEL = "us.amazon.nova-lite-v1:0"
@@ -229,6 +230,26 @@ def test_non_text_parts_are_described() -> None:
     assert texts[1] == '[data: {"rows": [1, 2]}]'
     assert texts[2] == "[file a.pdf, application/pdf: not shown to the model]"
     assert texts[3] == "[file unnamed, image/png: not shown to the model]"
+
+
+def test_stored_history_text_is_read_back_for_the_model() -> None:
+    content = InMemoryContentStore()
+    content.put("t1", "text.long", b"a long question", "text/plain")
+    content.put("t1", "raw.photo", b"\x89PNG", "image/png")
+    earlier = Message(
+        message_id="u-0",
+        role=Role.USER,
+        parts=[Part(url=reference("text.long")), Part(url=reference("raw.photo"))],
+    )
+    ctx = context([earlier, agent("Which part?"), user("The end.")], Recorder())
+    ctx.content = content
+    fake = FakeBedrock(answer("ok"))
+    make_flow(fake).run_step(ctx)
+    assert fake.requests[0]["messages"][0]["content"] == [
+        {"text": "a long question"},
+        {"text": "[file unnamed: not shown to the model]"},
+    ]
+    assert content.opened == [("t1", "text.long")]  # the file is not read
 
 
 def test_request_carries_system_prompt_and_inference_settings() -> None:

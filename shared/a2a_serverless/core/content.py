@@ -56,7 +56,8 @@ def _parts(parts: list[Part], task_id: str, links: ContentLinks) -> list[Part] |
     return out
 
 
-def _message(message: Message, task_id: str, links: ContentLinks) -> Message:
+def present_message(message: Message, task_id: str, links: ContentLinks) -> Message:
+    """A message of task `task_id` with its stored parts as links."""
     parts = _parts(message.parts, task_id, links)
     return message if parts is None else message.model_copy(update={"parts": parts})
 
@@ -69,14 +70,14 @@ def _artifact(artifact: Artifact, task_id: str, links: ContentLinks) -> Artifact
 def _status(status: TaskStatus, task_id: str, links: ContentLinks) -> TaskStatus:
     if status.message is None:
         return status
-    message = _message(status.message, task_id, links)
+    message = present_message(status.message, task_id, links)
     return status if message is status.message else status.model_copy(update={"message": message})
 
 
 def _task(task: Task, links: ContentLinks) -> Task:
     update: dict[str, object] = {"status": _status(task.status, task.id, links)}
     if task.history:
-        update["history"] = [_message(m, task.id, links) for m in task.history]
+        update["history"] = [present_message(m, task.id, links) for m in task.history]
     if task.artifacts:
         update["artifacts"] = [_artifact(a, task.id, links) for a in task.artifacts]
     return task.model_copy(update=update)

@@ -3,12 +3,16 @@
 from typing import Any
 
 from a2a_serverless.flows.base import (
+    ContentTooLarge,
+    File,
     Flow,
     FlowCanceled,
+    NoContentStore,
     Outcome,
     OutcomeKind,
     ReplyContext,
     StepContext,
+    UrlRefused,
     load_flow,
 )
 from a2a_serverless.models import AgentExtension, AgentSkill, Caller, Part
@@ -17,13 +21,17 @@ __all__ = [
     "AgentExtension",
     "AgentSkill",
     "Caller",
+    "ContentTooLarge",
+    "File",
     "Flow",
     "FlowCanceled",
+    "NoContentStore",
     "Outcome",
     "OutcomeKind",
     "Part",
     "ReplyContext",
     "StepContext",
+    "UrlRefused",
     "load_flow",
 ]
 

@@ -140,12 +140,15 @@ def request_context(ctx: StepContext) -> RequestContext:
             context_id=ctx.context_id,
             status=pb.TaskStatus(state=pb.TaskState.Value(state)),
             history=[
-                to_sdk(m, pb.Message) for m in ctx.history if m.message_id != ctx.message.message_id
+                to_sdk(ctx.linked(m), pb.Message)
+                for m in ctx.history
+                if m.message_id != ctx.message.message_id
             ],
         )
     return RequestContext(
         call_context=call_context(ctx.caller, ctx.extensions),
-        request=_request(ctx.message, ctx.request_metadata),
+        # Stored files as download URLs: the executor reads them as a client would.
+        request=_request(ctx.linked(ctx.message), ctx.request_metadata),
         task_id=ctx.task_id,
         context_id=ctx.context_id,
         task=current,

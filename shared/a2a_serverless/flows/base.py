@@ -12,18 +12,44 @@ turn FAILED, naming the bound (store.TooLarge), and nothing past it is written.
             return Outcome.completed()
 
     flow = Shout()          # FLOW=my_package.shout:flow
+
+Files. `ctx.files` are the file parts of this turn's message (inline `raw`, stored, or a
+client's `url`); `ctx.open(part)` streams the bytes of any part (read them in pieces, a large
+file is never loaded whole), `ctx.read(part)` returns them. A `url` part is fetched through
+the egress guard (no private or metadata address) and at most `max_bytes` (FETCH_MAX_BYTES by
+default) are read: past it, ContentTooLarge. `ctx.artifact_file(source)` streams bytes, a
+binary file or an iterable of chunks to the content bucket (in parts when large) and emits an
+artifact whose part refers to it; clients get a download URL.
+
+    def digest(ctx: StepContext) -> Outcome:
+        for file in ctx.files:
+            sha = hashlib.sha256()
+            with file.open() as stream:
+                while chunk := stream.read(1 << 20):
+                    sha.update(chunk)
+            ctx.status(f"{file.filename}: {sha.hexdigest()}")
+        ctx.artifact_file(render_report(), filename="report.pdf")  # bytes, file or chunks
+        return Outcome.completed()
+
+`ctx.text` is the whole text of this turn's message; `ctx.history` holds earlier messages as
+stored (a large part is a reference: `ctx.open` it, or `ctx.restore(message)`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib
 import inspect
-from collections.abc import Callable
+import io
+import json
+import mimetypes
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
+from a2a_serverless.core.content import present_message
 from a2a_serverless.core.context import RequestContext
 
 # agent_message lives in models (core needs it too); re-exported here for flow authors.
@@ -36,10 +62,49 @@ from a2a_serverless.models import (
     TaskState,
     agent_message,
 )
+from a2a_serverless.store.content import (
+    REF_SCHEME,
+    ContentStore,
+    IterableReader,
+    Kind,
+    dumps,
+    kind_of,
+    read_all,
+    reference,
+    restored,
+    stored_name,
+)
+
+# What `ctx.open` reads of a `url` part by default (settings FETCH_MAX_BYTES; the worker
+# passes the deployed value).
+DEFAULT_FETCH_MAX_BYTES = 100 * 1024 * 1024
+# A readable body of a client's url and its declared length (None: not declared); raises
+# core.egress.UnsafeWebhookUrl when the egress guard refuses the URL, OSError when the fetch
+# fails (push/delivery.py `open_url` is the one the worker is given).
+UrlOpener = Callable[[str], tuple[IO[bytes], int | None]]
+# Where a step's files go: names unique to the step, so a re-run overwrites its own objects.
+_FILE_NAME = "raw.out-{turn}-{step}-{index}"
 
 
 class FlowCanceled(Exception):
     """Raised inside a step when the task was canceled (or moved on) while it ran."""
+
+
+class ContentTooLarge(ValueError):
+    """A part's content is larger than the `max_bytes` it was opened or read with."""
+
+
+class UrlRefused(ValueError):
+    """The egress guard refused a `url` part's URL (not https, a private, loopback or
+    metadata address...); `reason` is a short code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class NoContentStore(RuntimeError):
+    """The stack has no content bucket (CONTENT_BUCKET is unset), and the step needs one."""
 
 
 class OutcomeKind(StrEnum):
@@ -146,11 +211,108 @@ class StepContext:
     # This turn's SendMessageRequest.metadata (a follow-up's own); `metadata` is the task's,
     # from the send that created it.
     request_metadata: dict[str, Any] = field(default_factory=dict)
+    # The content bucket (None: the stack has none), where stored parts are read and files
+    # written; how `url` parts are fetched, and at most how many bytes by default.
+    content: ContentStore | None = None
+    open_url: UrlOpener | None = None
+    fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+    _files_written: int = field(default=0, init=False, repr=False)
 
     @property
     def text(self) -> str:
         """The text parts of this turn's message, joined."""
         return "".join(p.text for p in self.message.parts if p.text is not None)
+
+    @property
+    def files(self) -> list[File]:
+        """The file parts of this turn's message: inline `raw`, stored, or a client's `url`."""
+        return [File(part, self) for part in self.message.parts if _is_file(part)]
+
+    def open(self, part: Part, max_bytes: int | None = None) -> IO[bytes]:
+        """The bytes of `part` as a stream (use it in `with`; read it in pieces): a file's,
+        a stored part's (read from the content bucket), a text's UTF-8, a data part's JSON, a
+        `url` part's body (fetched through the egress guard, at most `max_bytes`, by default
+        `fetch_max_bytes`). Past `max_bytes`, reading raises ContentTooLarge; a refused URL
+        raises UrlRefused, a failed fetch OSError."""
+        name = stored_name(part)
+        if name is not None:
+            stream = self._store("read stored content").open(self.task_id, name)
+        elif part.url is not None:
+            return self._fetch(part.url, self.fetch_max_bytes if max_bytes is None else max_bytes)
+        else:
+            stream = io.BytesIO(_inline_bytes(part))
+        return io.BufferedReader(_Capped(stream, max_bytes))
+
+    def read(self, part: Part, max_bytes: int | None = None) -> bytes:
+        """Every byte of `part` (as `open` reads it, with the same cap)."""
+        with self.open(part, max_bytes) as stream:
+            return stream.read()
+
+    def linked(self, message: Message) -> Message:
+        """`message` with its stored parts as short-lived download URLs, as clients read them
+        (for code that takes URLs, such as an a2a-sdk executor)."""
+        if self.content is None:
+            return message
+        return present_message(message, self.task_id, self.content)
+
+    def restore(self, message: Message) -> Message:
+        """`message` with its stored text and data parts read back in place (files stay
+        references: `open` them)."""
+        return restore_message(message, self.task_id, self.content)
+
+    def artifact_file(
+        self,
+        source: bytes | IO[bytes] | Iterable[bytes],
+        *,
+        filename: str | None = None,
+        media_type: str | None = None,
+        artifact_id: str = "result",
+        name: str | None = None,
+        description: str | None = None,
+        append: bool = False,
+        last_chunk: bool = True,
+        metadata: dict[str, Any] | None = None,
+    ) -> Part:
+        """A file artifact of any size: `source` (bytes, a binary file object, or an iterable
+        of byte chunks) is streamed to the content bucket, then emitted as an artifact whose
+        part refers to it (clients get a download URL). The media type defaults to the
+        filename's guess, else application/octet-stream. Returns the emitted part.
+
+        Raises NoContentStore when the stack has no content bucket."""
+        store = self._store("emit a file")
+        media = media_type or _guess_type(filename)
+        object_name = _FILE_NAME.format(turn=self.turn, step=self.step, index=self._files_written)
+        self._files_written += 1
+        store.put_stream(self.task_id, object_name, _readable(source), media)
+        part = Part(url=reference(object_name), media_type=media, filename=filename)
+        self.emitter.artifact(
+            ArtifactChunk([part], artifact_id, name, description, append, last_chunk, metadata)
+        )
+        return part
+
+    def _store(self, doing: str) -> ContentStore:
+        if self.content is None:
+            raise NoContentStore(
+                f"cannot {doing}: this stack has no content bucket (CONTENT_BUCKET is unset)"
+            )
+        return self.content
+
+    def _fetch(self, url: str, max_bytes: int) -> IO[bytes]:
+        from a2a_serverless.core.egress import UnsafeWebhookUrl
+
+        if url.startswith(REF_SCHEME):
+            raise ValueError("the part refers to no stored content of this task")
+        if self.open_url is None:
+            raise RuntimeError("this step cannot fetch url parts (no URL opener was given)")
+        try:
+            stream, length = self.open_url(url)
+        except UnsafeWebhookUrl as error:
+            reason = str(error).removeprefix("webhook URL ")
+            raise UrlRefused(error.reason, f"the url part was refused: {reason}") from None
+        if length is not None and length > max_bytes:
+            stream.close()
+            raise ContentTooLarge(f"the url part is {length} bytes, more than {max_bytes}")
+        return io.BufferedReader(_Capped(stream, max_bytes))
 
     def status(self, content: str | list[Part]) -> None:
         """A progress message (state stays working)."""
@@ -176,6 +338,117 @@ class StepContext:
                 parts, artifact_id, name, description, append, last_chunk, metadata, extensions
             )
         )
+
+
+@dataclass(frozen=True)
+class File:
+    """A file part of a step's message (`ctx.files`): its name, media type and bytes."""
+
+    part: Part
+    ctx: StepContext = field(repr=False, compare=False)
+
+    @property
+    def filename(self) -> str | None:
+        return self.part.filename
+
+    @property
+    def media_type(self) -> str | None:
+        return self.part.media_type
+
+    def open(self, max_bytes: int | None = None) -> IO[bytes]:
+        """The file's bytes as a stream (`StepContext.open`)."""
+        return self.ctx.open(self.part, max_bytes)
+
+    def read(self, max_bytes: int | None = None) -> bytes:
+        """Every byte of the file (`StepContext.read`)."""
+        return self.ctx.read(self.part, max_bytes)
+
+
+def restore_message(message: Message, task_id: str, store: ContentStore | None) -> Message:
+    """`message` with its stored text and data parts read back from `store` (store/content.py
+    `restored`); files stay references."""
+    stored = [
+        part
+        for part in message.parts
+        if (name := stored_name(part)) is not None and kind_of(name) in (Kind.TEXT, Kind.DATA)
+    ]
+    if not stored:
+        return message
+    if store is None:
+        raise NoContentStore("cannot read a stored part: this stack has no content bucket")
+    parts = [restored(part, task_id, store) for part in message.parts]
+    return message.model_copy(update={"parts": parts})
+
+
+def stored_state(task_id: str, name: str, store: ContentStore | None) -> dict[str, Any]:
+    """A flow state kept in the content store under `name`."""
+    if store is None:
+        raise NoContentStore("cannot read the stored flow state: this stack has no content bucket")
+    state = json.loads(read_all(store.open(task_id, name)))
+    if not isinstance(state, dict):
+        raise ValueError("the stored flow state is not a JSON object")
+    return state
+
+
+def _is_file(part: Part) -> bool:
+    if part.raw is not None:
+        return True
+    name = stored_name(part)
+    return kind_of(name) is Kind.RAW if name is not None else part.url is not None
+
+
+def _inline_bytes(part: Part) -> bytes:
+    """The bytes of a part that holds its content: raw decoded, text as UTF-8, data as JSON."""
+    if part.raw is not None:
+        padded = part.raw + "=" * (-len(part.raw) % 4)
+        return base64.b64decode(padded.replace("-", "+").replace("_", "/"))
+    if part.text is not None:
+        return part.text.encode("utf-8", "surrogatepass")
+    return dumps(part.data).encode("utf-8", "surrogatepass")
+
+
+def _guess_type(filename: str | None) -> str:
+    guessed = mimetypes.guess_type(filename)[0] if filename else None
+    return guessed or "application/octet-stream"
+
+
+def _readable(source: bytes | IO[bytes] | Iterable[bytes]) -> IO[bytes]:
+    if isinstance(source, bytes | bytearray | memoryview):
+        return io.BytesIO(source)
+    if hasattr(source, "read"):
+        return source  # type: ignore[return-value]  # a file object: read as it is
+    if isinstance(source, str) or not isinstance(source, Iterable):
+        raise TypeError("a file's source is bytes, a binary file object or chunks of bytes")
+    return IterableReader(source)  # type: ignore[return-value]  # reads like a file
+
+
+class _Capped(io.RawIOBase):
+    """A stream's bytes, refusing more than `limit` (None: no limit); closes the stream."""
+
+    def __init__(self, stream: IO[bytes], limit: int | None) -> None:
+        self._stream = stream
+        self._limit = limit
+        self._seen = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        want = len(buffer)
+        if self._limit is not None:
+            # One byte past the limit tells a stream at the limit from one beyond it.
+            want = min(want, self._limit - self._seen + 1)
+        data = self._stream.read(want)
+        self._seen += len(data)
+        if self._limit is not None and self._seen > self._limit:
+            raise ContentTooLarge(f"the content is larger than {self._limit} bytes")
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+        super().close()
 
 
 @dataclass

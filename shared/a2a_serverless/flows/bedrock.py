@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 from a2a_serverless.flows.base import Flow, Outcome, StepContext
 from a2a_serverless.models import AgentSkill, Message, Part, Role
 from a2a_serverless.settings import get_settings
+from a2a_serverless.store.content import stored_name
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,8 @@ def part_text(part: Part) -> str | None:
         if len(rendered) > MAX_DATA_CHARS:
             rendered = rendered[:MAX_DATA_CHARS] + "…"
         return f"[data: {rendered}]"
-    name = part.filename or part.url or "unnamed"
+    # A stored file's reference names nothing the model should see.
+    name = part.filename or (part.url if stored_name(part) is None else None) or "unnamed"
     kind = f", {part.media_type}" if part.media_type else ""
     return f"[file {name}{kind}: not shown to the model]"
 
@@ -369,7 +371,7 @@ class BedrockFlow(Flow):
         return request
 
     def step(self, ctx: StepContext) -> Outcome:
-        messages = conversation(ctx.history)
+        messages = conversation(ctx.restore(message) for message in ctx.history)
         if not messages:
             return Outcome.rejected("There is nothing to answer: the message has no content.")
         request = self.request(messages)

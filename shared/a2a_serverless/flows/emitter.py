@@ -1,6 +1,8 @@
 """Where a flow step's updates go: appended to the task's event log, one seq each, split so no
 event approaches DynamoDB's item size limit; a write that loses to a cancel stops the step.
-An event that cannot be split small enough raises store.TooLarge, nothing written.
+An event that cannot be split small enough raises store.TooLarge, nothing written. With a
+content store, a part too large for an event is written whole (its own event): the store keeps
+its content in the content store.
 
 Idempotent: each event carries (turn, step, position in the step), so a re-run of a step
 (a retry, a redelivery) skips what an earlier run already wrote.
@@ -39,7 +41,8 @@ class LogEmitter:
     """Appends a step's updates to the event log; sees cancellation on its next write.
 
     `written`: the event identities already in the log (an earlier run of this step wrote
-    those); `seq`: the last event so far, where this run's new events go after.
+    those); `seq`: the last event so far, where this run's new events go after;
+    `stores_content`: whether the store puts large parts in the content store.
     """
 
     def __init__(
@@ -49,6 +52,7 @@ class LogEmitter:
         seq: int,
         step: int = 0,
         written: Collection[str] = (),
+        stores_content: bool = False,
     ) -> None:
         self._store = store
         self._record = record
@@ -56,6 +60,7 @@ class LogEmitter:
         self._step = step
         self._position = 0
         self._written = frozenset(written)
+        self._stores_content = stores_content
 
     def _next_id(self) -> str:
         event_id = f"{self._record.turn}.{self._step}.{self._position}"
@@ -96,7 +101,7 @@ class LogEmitter:
         self._append(status_event(self._record, status))
 
     def artifact(self, chunk: ArtifactChunk) -> None:
-        pieces = _split_parts(chunk.parts)
+        pieces = _split_parts(chunk.parts, whole=self._stores_content)
         for index, piece in enumerate(pieces):
             artifact = Artifact(
                 artifact_id=chunk.artifact_id,
@@ -119,19 +124,20 @@ class LogEmitter:
             )
 
 
-def _split_parts(parts: list[Part]) -> list[list[Part]]:
-    """Group parts into events that each stay well under the item size limit."""
+def _split_parts(parts: list[Part], whole: bool = False) -> list[list[Part]]:
+    """Group parts into events that each stay well under the item size limit; `whole`: a part
+    too large for that is kept whole, in an event of its own (the store will store it)."""
     groups: list[list[Part]] = [[]]
     size = 0
     for part in parts:
-        if part.text is not None and _needs_splitting(part.text):
+        if not whole and part.text is not None and _needs_splitting(part.text):
             for text in _text_pieces(part.text):
                 groups.append([part.model_copy(update={"text": text})])
             groups.append([])
             size = 0
             continue
         part_size = len(part.model_dump_json().encode())
-        if part_size > limits.MAX_EVENT_BYTES:
+        if part_size > limits.MAX_EVENT_BYTES and not whole:
             raise TooLarge(
                 "an artifact part as JSON",
                 part_size,

@@ -18,7 +18,17 @@ from typing import Any
 
 from a2a_serverless.core.executor import Executor, TurnContext
 from a2a_serverless.core.tasklog import StateMoved, transition
-from a2a_serverless.flows.base import Flow, FlowCanceled, Outcome, OutcomeKind, StepContext
+from a2a_serverless.flows.base import (
+    DEFAULT_FETCH_MAX_BYTES,
+    Flow,
+    FlowCanceled,
+    Outcome,
+    OutcomeKind,
+    StepContext,
+    UrlOpener,
+    restore_message,
+    stored_state,
+)
 from a2a_serverless.flows.emitter import LogEmitter
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
@@ -31,6 +41,7 @@ from a2a_serverless.models import (
 )
 from a2a_serverless.observability import Metric, annotate, emit, task_ended
 from a2a_serverless.store import ConflictError, TaskRecord, TaskStore, TooLarge
+from a2a_serverless.store.content import ContentStore
 
 logger = logging.getLogger(__name__)
 
@@ -95,16 +106,28 @@ class NextStepNotStarted(RuntimeError):
 
 class FlowWorker:
     """One step of one turn: begin (load and guard the turn), build the step's context, run
-    the flow, finish (record the outcome, or start the next step's execution)."""
+    the flow, finish (record the outcome, or start the next step's execution).
+
+    `content` is the content bucket (stored parts, flow states and files; None: none),
+    `open_url` fetches `url` parts, reading at most `fetch_max_bytes` by default."""
 
     def __init__(
-        self, store: TaskStore, flow: Flow, executor: Callable[[], Executor] | None = None
+        self,
+        store: TaskStore,
+        flow: Flow,
+        executor: Callable[[], Executor] | None = None,
+        content: ContentStore | None = None,
+        open_url: UrlOpener | None = None,
+        fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
     ) -> None:
         self.store = store
         self.flow = flow
         # A factory: the Step Functions client is made only when a step asks for another
         # (a single-step turn never needs one, and the worker's cold start stays short).
         self.executor = executor
+        self.content = content
+        self.open_url = open_url
+        self.fetch_max_bytes = fetch_max_bytes
 
     def handle(self, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("action") == "fail":
@@ -156,26 +179,38 @@ class FlowWorker:
                 return None
             record.state = TaskState.WORKING
             record.status_seq = seq
-        emitter = LogEmitter(self.store, record, seq, step.step, snapshot.event_ids)
+        emitter = LogEmitter(
+            self.store, record, seq, step.step, snapshot.event_ids, self.content is not None
+        )
         return _Turn(record, snapshot.history, emitter)
 
     def context(self, step: _Step, turn: _Turn) -> StepContext:
-        """What the flow sees: this turn's user message, the history, its own state."""
+        """What the flow sees: this turn's user message (its stored text and data read back),
+        the history as stored, its own state (read from the content store when kept there)."""
         record = turn.record
         user_messages = [m for m in turn.history if m.role is Role.USER]
+        message = user_messages[-1] if user_messages else turn.history[-1]
+        state = (
+            stored_state(step.task_id, record.flow_state_ref, self.content)
+            if record.flow_state_ref is not None
+            else dict(record.flow_state)
+        )
         return StepContext(
             task_id=step.task_id,
             context_id=record.context_id,
             turn=step.turn,
             step=step.step,
-            message=user_messages[-1] if user_messages else turn.history[-1],
+            message=restore_message(message, step.task_id, self.content),
             history=turn.history,
-            state=dict(record.flow_state),
+            state=state,
             emitter=turn.emitter,
             metadata=dict(record.metadata or {}),
             caller=_caller_of(step, record),
             extensions=list(step.context.extensions if step.context else ()),
             request_metadata=dict(step.context.metadata or {}) if step.context else {},
+            content=self.content,
+            open_url=self.open_url,
+            fetch_max_bytes=self.fetch_max_bytes,
         )
 
     def finish(

@@ -1,20 +1,23 @@
-"""One webhook POST to a vetted target, connected to the pinned address.
+"""Requests to a vetted target, connected to the pinned address: one webhook POST
+(`post_pinned`), or a streamed GET of a flow's `url` part (`open_url`).
 
 The connection goes to ``VettedTarget.address`` (no second DNS lookup, no rebinding window);
 the hostname travels in the Host header and, for https, as TLS SNI and the name the
 certificate is verified against. Redirects are never followed. httpx is imported by the
-first POST, not with this module, to keep it off the webhook sender's cold start.
+first request, not with this module, to keep it off the functions' cold start.
 """
 
 from __future__ import annotations
 
+import io
+import socket
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
-from a2a_serverless.core.egress import DEFAULT_PORTS, VettedTarget
+from a2a_serverless.core.egress import DEFAULT_PORTS, EgressPolicy, VettedTarget, vet_url
 
 if TYPE_CHECKING:
     import httpx
@@ -52,43 +55,10 @@ def post_pinned(
     """
     import httpx
 
-    host = f"[{target.host}]" if ":" in target.host else target.host
-    default_port = DEFAULT_PORTS.get(target.scheme)
-    host_header = host if target.port == default_port else f"{host}:{target.port}"
-
-    request_headers = dict(headers)
-    # Ours win over any caller-supplied copies: Host must name the vetted host, and a
-    # pooled connection (keyed by IP, not name) must never be reused for another host.
-    for name in [k for k in request_headers if k.lower() in ("host", "connection")]:
-        del request_headers[name]
-    request_headers["Host"] = host_header
-    request_headers["Connection"] = "close"
-
-    extensions: dict[str, str] = {}
-    if target.scheme == "https":
-        extensions["sni_hostname"] = target.host
-
-    timeout = httpx.Timeout(
-        connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
-    )
     own_transport = transport is None
-    if transport is None:
-        # trust_env=False: no proxy or CA overrides from the environment; retries are the
-        # sender's business (with backoff), not the transport's.
-        transport = httpx.HTTPTransport(verify=_ssl_context(), trust_env=False, retries=0)
-    client = httpx.Client(
-        transport=transport, follow_redirects=False, trust_env=False, timeout=timeout
-    )
+    client = _client(transport, connect_timeout, read_timeout)
     try:
-        url = httpx.URL(
-            scheme=target.scheme,
-            host=target.address,  # httpx brackets IPv6 itself
-            port=target.port,
-            raw_path=target.target.encode("ascii"),
-        )
-        request = client.build_request(
-            "POST", url, content=body, headers=request_headers, extensions=extensions
-        )
+        request = _pinned_request(client, "POST", target, headers, body)
     except (httpx.HTTPError, ValueError, TypeError, UnicodeError) as exc:
         return DeliveryResult(None, False, f"invalid request ({type(exc).__name__})")
 
@@ -110,6 +80,150 @@ def post_pinned(
         if own_transport:
             client.close()
     return _classify(response.status_code)
+
+
+def _client(
+    transport: httpx.BaseTransport | None, connect_timeout: float, read_timeout: float
+) -> httpx.Client:
+    import httpx
+
+    timeout = httpx.Timeout(
+        connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
+    )
+    if transport is None:
+        # trust_env=False: no proxy or CA overrides from the environment; retries are the
+        # caller's business (with backoff), not the transport's.
+        transport = httpx.HTTPTransport(verify=_ssl_context(), trust_env=False, retries=0)
+    return httpx.Client(
+        transport=transport, follow_redirects=False, trust_env=False, timeout=timeout
+    )
+
+
+def _pinned_request(
+    client: httpx.Client,
+    method: str,
+    target: VettedTarget,
+    headers: Mapping[str, str],
+    body: bytes | None = None,
+) -> httpx.Request:
+    """The request to `target`'s pinned address, naming its host in Host and SNI."""
+    import httpx
+
+    host = f"[{target.host}]" if ":" in target.host else target.host
+    default_port = DEFAULT_PORTS.get(target.scheme)
+    host_header = host if target.port == default_port else f"{host}:{target.port}"
+
+    request_headers = dict(headers)
+    # Ours win over any caller-supplied copies: Host must name the vetted host, and a
+    # pooled connection (keyed by IP, not name) must never be reused for another host.
+    for name in [k for k in request_headers if k.lower() in ("host", "connection")]:
+        del request_headers[name]
+    request_headers["Host"] = host_header
+    request_headers["Connection"] = "close"
+
+    extensions: dict[str, str] = {}
+    if target.scheme == "https":
+        extensions["sni_hostname"] = target.host
+    url = httpx.URL(
+        scheme=target.scheme,
+        host=target.address,  # httpx brackets IPv6 itself
+        port=target.port,
+        raw_path=target.target.encode("ascii"),
+    )
+    return client.build_request(
+        method, url, content=body, headers=request_headers, extensions=extensions
+    )
+
+
+class FetchFailed(OSError):
+    """A GET of a url part got no usable answer (no connection, a timeout, a status other
+    than 2xx: redirects are not followed). Its text never holds the URL."""
+
+
+def open_url(
+    url: str,
+    policy: EgressPolicy,
+    *,
+    resolve: Callable[..., list[Any]] = socket.getaddrinfo,
+    connect_timeout: float = 3.0,
+    read_timeout: float = 10.0,
+    transport: httpx.BaseTransport | None = None,
+) -> tuple[IO[bytes], int | None]:
+    """GET `url` through the egress guard (``vet_url``: raises ``UnsafeWebhookUrl`` for a
+    URL the policy refuses) at its pinned address: the body as a stream read as it arrives
+    (close it after), and its declared length (Content-Length) or None.
+
+    Raises ``FetchFailed`` when there is no 2xx answer. ``transport`` is for tests; a
+    caller-supplied transport is left open.
+    """
+    import httpx
+
+    target = vet_url(url, policy, resolve)
+    own_transport = transport is None
+    client = _client(transport, connect_timeout, read_timeout)
+    # The bytes as the server holds them: no transfer compression to undo.
+    headers = {"Accept-Encoding": "identity"}
+    try:
+        response = client.send(_pinned_request(client, "GET", target, headers), stream=True)
+    except httpx.TimeoutException as exc:
+        _close(client, own_transport)
+        raise FetchFailed(f"the url part's server did not answer ({_timeout_phase(exc)})") from None
+    except (httpx.HTTPError, ValueError, TypeError, UnicodeError) as exc:
+        _close(client, own_transport)
+        raise FetchFailed(f"the url part could not be fetched ({type(exc).__name__})") from None
+    if not 200 <= response.status_code < 300:
+        response.close()
+        _close(client, own_transport)
+        raise FetchFailed(f"the url part's server answered HTTP {response.status_code}")
+    length = response.headers.get("content-length")
+    body = _ResponseBody(response, client if own_transport else None)
+    return io.BufferedReader(body), int(length) if length and length.isdigit() else None
+
+
+class _ResponseBody(io.RawIOBase):
+    """A streamed response's bytes as they arrive; closing it closes the response (and the
+    client it owns)."""
+
+    def __init__(self, response: httpx.Response, client: httpx.Client | None) -> None:
+        self._response = response
+        self._client = client
+        self._chunks: Iterator[bytes] = response.iter_bytes()
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        import httpx
+
+        while not self._pending:  # an empty chunk is not the end
+            try:
+                piece = next(self._chunks, None)
+            except httpx.TimeoutException as exc:
+                raise FetchFailed(
+                    f"the url part's server stopped ({_timeout_phase(exc)})"
+                ) from None
+            except httpx.HTTPError as exc:
+                raise FetchFailed(f"the url part's body broke off ({type(exc).__name__})") from None
+            if piece is None:
+                return 0
+            self._pending = piece
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def close(self) -> None:
+        if not self.closed:
+            self._response.close()
+            if self._client is not None:
+                self._client.close()
+        super().close()
+
+
+def _close(client: httpx.Client, owned: bool) -> None:
+    if owned:
+        client.close()
 
 
 _context: ssl.SSLContext | None = None
