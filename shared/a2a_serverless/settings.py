@@ -113,7 +113,7 @@ class Settings(BaseSettings):
         description="Largest accepted request body. Lambda takes at most 6,291,456 bytes of "
         "invocation payload, and that payload is the body JSON-escaped inside API Gateway's "
         "event: 6,000,000 leaves room for the event and the escaping (docs/deploy.md, "
-        "\"Request and response sizes\").",
+        '"Request and response sizes").',
     )
     content_bucket: str = Field(
         "",

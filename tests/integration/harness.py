@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode, urlparse
 
 import boto3
 import httpx
@@ -510,3 +510,12 @@ class CallLog:
     def log_reads(self, task_id: str, since: float = 0.0, until: float = float("inf")) -> list:
         """The event-log tail reads of one task in a time window."""
         return [c for c in self.of_task(task_id, since, until) if c.reads_event_log]
+
+
+def stored_object(stack: LocalStack, url: str) -> bytes:
+    """The bytes a URL to stored content downloads, read from the stack's bucket (the URL's
+    path ends with the object key, `tasks/...`)."""
+    path = unquote(urlparse(url).path)
+    key = path[path.index("/tasks/") + 1 :]
+    answer = boto3.client("s3").get_object(Bucket=stack.env["CONTENT_BUCKET"], Key=key)
+    return bytes(answer["Body"].read())

@@ -1,12 +1,15 @@
-"""A task never breaks on DynamoDB's item limits: a flow whose state or artifact chunk passes
-its bound (models/limits.py) ends its turn FAILED with a status message naming the bound, the
-earlier turns intact; the echo flow keeps a bounded tail of a long conversation."""
+"""A task never breaks on DynamoDB's item limits: a flow state past its inline bound goes to the
+content bucket (without one, past MAX_FLOW_STATE_BYTES, the turn ends FAILED naming the bound,
+the earlier turns intact), as does a part; what cannot be stored there (an artifact's metadata)
+fails the turn naming its bound; the echo flow keeps a bounded tail of a long conversation."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from a2a_serverless.flows import Outcome, StepContext
 from a2a_serverless.local.stack import LocalStack
@@ -16,6 +19,7 @@ from tests.integration.harness import (
     assert_log_consistent,
     item_size,
     partition,
+    stored_object,
     wait_idle,
 )
 
@@ -49,11 +53,32 @@ def _assert_items_fit(stack: LocalStack, task_id: str) -> None:
     assert max(item_size(i) for i in partition(stack, task_id)) <= limits.MAX_ITEM_BYTES
 
 
-def test_flow_state_past_its_bound_fails_that_step_only(
+def test_a_flow_state_past_its_inline_bound_goes_to_the_bucket_and_comes_back(
     make_stack: Callable[..., LocalStack],
 ) -> None:
-    """Turns 1-2 keep 30,000 characters each; turn 3 would keep 480,000 (past DynamoDB's
-    item limit too): it ends FAILED naming MAX_FLOW_STATE_BYTES, nothing of it saved."""
+    """A state of 480,000 characters (past DynamoDB's item limit) is one object of the
+    bucket, the header naming it; the next turn's step reads it back and grows it."""
+    stack = make_stack(Flow="tests.integration.test_flow_bounds:grow")
+    alice = A2A(stack, "alice")
+    task_id = alice.send("[grow=60000]").task["id"]
+    task = alice.send("[grow=420000]", task_id=task_id).task
+    assert _status_text(task) == "480000 characters kept; more?", task["status"]
+    head = next(i for i in partition(stack, task_id) if i["sk"]["S"] == "H")
+    assert head["flowState"]["S"] == "{}" and head["flowStateRef"]["S"].startswith("state.")
+    task = alice.send("[grow=10]", task_id=task_id).task
+    assert _status_text(task) == "480010 characters kept; more?", task["status"]
+    task = alice.send("[grow=0]", task_id=task_id).task
+    assert _status_text(task) == "480010 characters kept; more?", task["status"]
+    _assert_items_fit(stack, task_id)
+
+
+def test_flow_state_past_its_bound_fails_that_step_only(
+    make_stack: Callable[..., LocalStack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a content bucket: turns 1-2 keep 30,000 characters each; turn 3 would keep
+    480,000 (past DynamoDB's item limit too): it ends FAILED naming MAX_FLOW_STATE_BYTES,
+    nothing of it saved."""
+    monkeypatch.setenv("CONTENT_BUCKET", "")
     stack = make_stack(Flow="tests.integration.test_flow_bounds:grow")
     alice = A2A(stack, "alice")
     task = alice.send("[grow=30000]").task
@@ -82,8 +107,12 @@ def test_flow_state_past_its_bound_fails_that_step_only(
     _assert_items_fit(stack, task_id)
 
 
-def test_flow_state_past_its_bound_between_steps(make_stack: Callable[..., LocalStack]) -> None:
-    """The same bound where a step saves its state for the next step of the turn."""
+def test_flow_state_past_its_bound_between_steps(
+    make_stack: Callable[..., LocalStack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same bound, without a content bucket, where a step saves its state for the next
+    step of the turn."""
+    monkeypatch.setenv("CONTENT_BUCKET", "")
     stack = make_stack(Flow="tests.integration.test_flow_bounds:grow")
     alice = A2A(stack, "alice")
     task = alice.send("[grow=420000] [next]").task
@@ -137,5 +166,6 @@ def test_echo_keeps_a_bounded_tail_of_a_long_conversation(
     assert len(head["flowState"]["S"].encode()) < limits.MAX_FLOW_STATE_BYTES
     history = alice.get(task_id).json["history"]
     users = [m for m in history if m["role"] == "ROLE_USER"]
-    assert len(users) == 8 and len(users[3]["parts"][0]["text"]) > 100_000  # whole, there
+    assert len(users) == 8  # each whole, in the bucket
+    assert len(stored_object(local_stack, users[3]["parts"][0]["url"])) > 100_000
     assert_log_consistent(local_stack, task_id)

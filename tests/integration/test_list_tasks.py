@@ -232,7 +232,9 @@ def test_pages_stay_within_the_response_budget() -> None:
     LIST_MAX_RESPONSE_BYTES, and paging on lists every task exactly once with its artifacts;
     a task too large on its own is listed alone, without its artifacts."""
     stack = LocalStack(
-        env_overrides={"LIST_MAX_RESPONSE_BYTES": str(BUDGET)}, event_sources=False
+        # Without a content bucket: the artifacts stay inline, as large as the test makes them.
+        env_overrides={"LIST_MAX_RESPONSE_BYTES": str(BUDGET), "CONTENT_BUCKET": ""},
+        event_sources=False,
     ).start()
     try:
         alice = A2A(stack, "alice")

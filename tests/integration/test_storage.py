@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,7 @@ from tests.integration.harness import (
     one_header_deleted,
     partition,
     scan,
+    stored_object,
     table,
     wait_for,
     wait_idle,
@@ -175,7 +177,7 @@ def test_artifact_chunks_write_only_event_items(gated_stack: LocalStack) -> None
     counter.close()
 
 
-def test_one_megabyte_artifact_is_chunked_and_reassembled(
+def test_a_one_megabyte_artifact_is_one_event_whose_text_the_bucket_holds(
     make_stack: Callable[..., LocalStack],
 ) -> None:
     stack = make_stack(Flow="tests.integration.flows_for_tests:big")
@@ -187,18 +189,19 @@ def test_one_megabyte_artifact_is_chunked_and_reassembled(
     wait_idle(stack)
 
     sizes = sorted((item_size(i), i["sk"]["S"]) for i in scan(stack))
-    assert sizes[-1][0] <= MAX_ITEM, sizes[-3:]
+    assert sizes[-1][0] <= 4096, sizes[-3:]  # the text is in no item
     log = assert_log_consistent(stack, task_id)
-    assert sum(1 for _, ev in log if "artifactUpdate" in ev) >= 3
+    assert sum(1 for _, ev in log if "artifactUpdate" in ev) == 1
 
     got = alice.get(task_id).json
     (artifact,) = got["artifacts"]
     assert artifact["artifactId"] == "big"
-    assert "".join(p["text"] for p in artifact["parts"]) == BIG_TEXT
-    assert sent.task == got
+    (part,) = artifact["parts"]
+    assert part["mediaType"] == "text/plain; charset=utf-8"
+    assert stored_object(stack, part["url"]).decode() == BIG_TEXT
 
 
-def test_wide_data_part_is_refused_before_writing(
+def test_a_wide_data_part_is_stored_and_read_back_as_json(
     make_stack: Callable[..., LocalStack],
 ) -> None:
     stack = make_stack(Flow="tests.integration.flows_for_tests:big")
@@ -206,12 +209,24 @@ def test_wide_data_part_is_refused_before_writing(
     assert len(str(WIDE_DATA).encode()) > 400_000
     task = alice.send("wide [data]").task
     wait_idle(stack)
-    # Either stored within limits, or refused by the emitter's size guard (naming the bound).
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
     assert max(item_size(i) for i in scan(stack)) <= MAX_ITEM
-    if task["status"]["state"] == "TASK_STATE_FAILED":
-        assert "(MAX_EVENT_BYTES)" in task["status"]["message"]["parts"][0]["text"], task["status"]
-    else:
-        assert task["artifacts"][0]["parts"][0]["data"] == WIDE_DATA
+    (part,) = task["artifacts"][0]["parts"]
+    assert part["mediaType"] == "application/json"
+    assert json.loads(stored_object(stack, part["url"])) == WIDE_DATA
+
+
+def test_without_a_content_bucket_a_wide_data_part_is_refused_before_writing(
+    make_stack: Callable[..., LocalStack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTENT_BUCKET", "")
+    stack = make_stack(Flow="tests.integration.flows_for_tests:big")
+    alice = A2A(stack, "alice")
+    task = alice.send("wide [data]").task
+    wait_idle(stack)
+    assert max(item_size(i) for i in scan(stack)) <= MAX_ITEM
+    assert task["status"]["state"] == "TASK_STATE_FAILED", task["status"]
+    assert "(MAX_EVENT_BYTES)" in task["status"]["message"]["parts"][0]["text"], task["status"]
 
 
 def test_a_ttl_removed_task_leaves_total_size(local_stack: LocalStack, alice: A2A) -> None:
