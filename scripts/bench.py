@@ -9,17 +9,24 @@ Units are counted, not timed, from the calls one single-turn echo task makes on 
   the table's key schema and projections in template.yaml);
 - Step Functions state transitions (STANDARD) from the execution history, and the execution's
   duration (EXPRESS);
-- CloudWatch Logs bytes the functions print (plus Lambda's and API Gateway's own lines).
+- CloudWatch Logs bytes the functions print (plus Lambda's and API Gateway's own lines);
+- S3 requests of the functions (by pricing class) and the bytes the task leaves in the content
+  bucket (stored for RetentionDays); a client's downloads of file artifacts where a task has
+  them (GET requests and data transfer out).
 They are priced with PRICES below ($ per 1M tasks); docs/cost.md explains the model.
+The same counting gives `large_task_wru` (a task whose message carries a FILE_IN_BYTES file
+against the text-only one) and, unless --skip-files, what a task with files costs (a file in,
+a FILE_OUT_BYTES artifact out and downloaded; a turn of a conversation of 100 KB messages).
 
 Times are ratios against a baseline measured in the same run (the machine is shared and noisy):
 cold start (import plus first request of every function, each in a fresh interpreter against a
 moto server) against `import boto3; boto3.client('dynamodb')` plus one call, and against a
 minimal FastAPI function doing one GetItem (`cold_start_ratio_to_fastapi_peer`). The local
-stack's throughput and stream figures come from scripts/bench_local.py.
+stack's throughput and stream figures come from scripts/bench_local.py, and so do the file
+round trip's (`file_roundtrip_mb_per_s` against moto S3 through boto3, unless --skip-files).
 
-Usage: scripts/bench [--json FILE] [--skip-cold-start] [--skip-local] [--quick] [--cost-doc]
-                     [--write-docs] [--only-cold-start] [--repeats N] [--stack-doc]
+Usage: scripts/bench [--json FILE] [--skip-cold-start] [--skip-local] [--skip-files] [--quick]
+                     [--cost-doc] [--write-docs] [--only-cold-start] [--repeats N] [--stack-doc]
 
 --cost-doc rewrites the measured section of docs/cost.md and its section read from
 template.yaml (what held-open requests and the stack's options cost); --stack-doc rewrites only
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import gc
 import json
@@ -48,7 +56,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -87,6 +95,15 @@ PRICES: dict[str, float] = {
     "kms_request": 0.03 / 10_000,
     "cloudwatch_alarm_month": 0.10,
     "dynamodb_pitr_gb_month": 0.20,
+    # https://aws.amazon.com/s3/pricing/ (S3 Standard; as summaries of that page quote it):
+    # PUT, COPY, POST and LIST requests $0.005 per 1,000, GET and the others $0.0004 per 1,000
+    # (DELETE and aborting an upload are free); storage $0.023 per GB-month (first 50 TB);
+    # data transfer out to the internet $0.09 per GB (after the 100 GB a month that are free
+    # across the account, up to 10 TB). Data transfer in, and S3 to Lambda in one Region, free.
+    "s3_put_request": 0.005 / 1000,
+    "s3_get_request": 0.0004 / 1000,
+    "s3_storage_gb_month": 0.023,
+    "data_transfer_out_gb": 0.09,
 }
 PRICES_SOURCE_DATE = "2026-11"
 # API Gateway meters a streamed REST response in 10 MB increments of its payload, each billed as
@@ -107,11 +124,18 @@ EXPRESS_DURATION_STEP_S = 0.1
 LAMBDA_PLATFORM_LOG_BYTES = 110 + 60 + 300
 ACCESS_LOG_LINE_BYTES = 750
 LOG_EVENT_OVERHEAD_BYTES = 26
+# S3's request classes (its pricing page): these are free; GET_CLASS at the GET rate; any other
+# request (PUT, COPY, POST, LIST, a multipart upload's create, parts and completion) at the PUT
+# rate. Storage is billed per GB-month: a 30-day month here.
+S3_FREE_REQUESTS = frozenset({"DeleteObject", "DeleteObjects", "AbortMultipartUpload"})
+S3_GET_CLASS = frozenset({"GetObject", "HeadObject", "GetObjectTagging", "HeadBucket"})
+DAYS_PER_MONTH = 30
 
 # The targets, printed next to the measured figures. Cold starts are held against what a user
 # would write instead (a minimal FastAPI function), not a bare boto3 client.
 TARGETS = {
     "wru_per_task": ("<=", 12),
+    "large_task_wru_over_text": ("<=", 2),
     "sfn_transitions_per_turn": ("<=", 2),
     "usd_per_million_tasks.EXPRESS": ("<=", 15),
     "usd_per_million_tasks.STANDARD": ("<=", 80),
@@ -686,23 +710,36 @@ def captured_output() -> Iterator[dict[str, int]]:
 # -- one single-turn echo task, counted -----------------------------------------------------
 
 
-def _message(text: str, *, immediate: bool = False) -> dict[str, Any]:
-    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+def _message(text: str, *, immediate: bool = False, files: Sequence[bytes] = ()) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"text": text}]
+    parts += [
+        {"raw": base64.b64encode(body).decode(), "filename": f"file{i}.bin"}
+        for i, body in enumerate(files)
+    ]
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": parts}
     return {"message": message, "configuration": {"returnImmediately": immediate}}
 
 
 def measure_units(
-    workflow: str = "STANDARD", *, blocking: bool = True, text: str = "units please"
+    workflow: str = "STANDARD",
+    *,
+    blocking: bool = True,
+    text: str = "units please",
+    files: Sequence[bytes] = (),
+    flow: str | None = None,
 ) -> dict[str, Any]:
     """Every unit one single-turn echo task (one blocking SendMessage, its turn, its stream
     batch) costs on a fresh local stack with `WorkflowType=workflow` (after one warm-up task, so
-    that handler times are warm ones: cold starts are measured on their own)."""
+    that handler times are warm ones: cold starts are measured on their own). `files`: raw
+    parts of the message besides its text; `flow`: the stack's Flow instead of the echo."""
     import boto3
     import httpx
 
     from a2a_serverless.local.stack import REGION, LocalStack
+    from a2a_serverless.store.content import object_key
 
-    stack = LocalStack(parameters={"WorkflowType": workflow}, event_sources="manual").start()
+    parameters = {"WorkflowType": workflow, **({"Flow": flow} if flow else {})}
+    stack = LocalStack(parameters=parameters, event_sources="manual").start()
     try:
         assert stack.event_sources is not None
         session_events = boto3._get_default_session().events
@@ -713,6 +750,8 @@ def measure_units(
         session_events.register(
             "before-call.sqs", lambda model, **_: sqs_calls.update([model.name])
         )
+        s3_calls: Counter[str] = Counter()
+        session_events.register("before-call.s3", lambda model, **_: s3_calls.update([model.name]))
         lambdas = LambdaMeter(function_memory(stack.template))
         lambdas.wrap(stack)
         api = ApiCounter(stack.gateway())
@@ -734,17 +773,20 @@ def measure_units(
                 pass
 
         async def task(client: httpx.AsyncClient, text: str) -> str:
-            response = await client.post(
-                "/message:send", json=_message(text, immediate=not blocking), headers=HEADERS
-            )
-            assert response.status_code == 200, response.text
+            body = _message(text, immediate=not blocking, files=files)
+            response = await client.post("/message:send", json=body, headers=HEADERS)
+            assert response.status_code == 200, response.text[:2000]
             return str(response.json()["task"]["id"])
 
         async def run() -> tuple[str, dict[str, int], float]:
             transport = httpx.ASGITransport(app=api)
-            async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://bench", timeout=300
+            ) as client:
                 with captured_output():  # the warm-up's log lines are neither shown nor counted
-                    await task(client, "warm up")
+                    # Its content stored too when the measured one's is: warm S3 clients.
+                    large = bool(files) or len(text) > 1024
+                    await task(client, text if large else "warm up")
                     await asyncio.to_thread(settle)
                 # A full collection of this process's heap (the whole local stack, far more
                 # than a function's) would otherwise land in the measured task now and then.
@@ -752,6 +794,7 @@ def measure_units(
                 ddb.reset()
                 lambdas.reset()
                 sqs_calls.clear()
+                s3_calls.clear()
                 api.requests = 0
                 with captured_output() as logs:
                     start = time.perf_counter()
@@ -790,6 +833,16 @@ def measure_units(
         )
         if stack_features(stack.template, {"WorkflowType": workflow})["access_log"]:
             log_bytes += (ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES) * api.requests
+        # What the task left in the content bucket, listed by a client of the bench's own.
+        lister = boto3.session.Session(region_name=REGION).client("s3")
+        prefix = object_key(task_id, "")
+        stored = [
+            item
+            for page in lister.get_paginator("list_objects_v2").paginate(
+                Bucket=stack.env["CONTENT_BUCKET"], Prefix=prefix
+            )
+            for item in page.get("Contents", [])
+        ]
         return {
             "workflow": workflow,
             "blocking": blocking,
@@ -804,6 +857,10 @@ def measure_units(
                 "express_gb_seconds": express_gb_s,
             },
             "sqs_requests": dict(sqs_calls),
+            "s3_requests": dict(s3_calls),
+            "s3_stored_bytes": sum(int(item["Size"]) for item in stored),
+            "s3_objects": len(stored),
+            "retention_days": int(stack.parameters["RetentionDays"]),
             "log_bytes": log_bytes,
             "function_log_bytes": logs["bytes"],
         }
@@ -834,18 +891,57 @@ def price(units: dict[str, Any], workflow: str) -> dict[str, float]:
         "dynamodb": ddb["wru"] * p["dynamodb_wru"] + ddb["rru"] * p["dynamodb_rru"],
         "sqs": sum(units["sqs_requests"].values()) * p["sqs_request"],
         "cloudwatch_logs": units["log_bytes"] * p["cloudwatch_logs_ingested_byte"],
+        **s3_usd(units),
     }
     per_million = {name: round(usd * 1e6, 2) for name, usd in per_task.items()}
     per_million["total"] = round(sum(per_task.values()) * 1e6, 2)
     return per_million
 
 
+def s3_request_classes(requests: dict[str, int]) -> dict[str, int]:
+    """S3 requests by pricing class: {"put": n, "get": n, "free": n}."""
+    classes = {"put": 0, "get": 0, "free": 0}
+    for operation, count in requests.items():
+        if operation in S3_FREE_REQUESTS:
+            classes["free"] += count
+        elif operation in S3_GET_CLASS:
+            classes["get"] += count
+        else:
+            classes["put"] += count
+    return classes
+
+
+def s3_usd(units: dict[str, Any]) -> dict[str, float]:
+    """$ of one task's S3 lines: "s3" (the functions' requests, the bytes stored for
+    `retention_days`, and the GET of each download) and "data_transfer_out" (the downloads'
+    bytes, to the internet). Units without S3 figures cost $0 here."""
+    p = PRICES
+    classes = s3_request_classes(units.get("s3_requests") or {})
+    downloads = units.get("downloads") or {"requests": 0, "bytes": 0}
+    gb_months = (
+        units.get("s3_stored_bytes", 0) / 1024**3 * units.get("retention_days", 0) / DAYS_PER_MONTH
+    )
+    return {
+        "s3": classes["put"] * p["s3_put_request"]
+        + (classes["get"] + downloads["requests"]) * p["s3_get_request"]
+        + gb_months * p["s3_storage_gb_month"],
+        "data_transfer_out": downloads["bytes"] / 1024**3 * p["data_transfer_out_gb"],
+    }
+
+
 def cost_phase() -> dict[str, Any]:
     units = {workflow: measure_units(workflow) for workflow in ("STANDARD", "EXPRESS")}
     prices = {workflow: price(units[workflow], workflow) for workflow in units}
     standard = units["STANDARD"]
+    # The same blocking echo task, its message carrying a file too.
+    local = _bench_local()
+    large = measure_units("STANDARD", files=[local.file_in(local.FILE_IN_BYTES)])
     return {
         "wru_per_task": standard["dynamodb"]["wru"],
+        "large_task_wru": large["dynamodb"]["wru"],
+        "large_task_wru_text_only": standard["dynamodb"]["wru"],
+        "large_task_wru_over_text": large["dynamodb"]["wru"] - standard["dynamodb"]["wru"],
+        "large_task_units": large,
         "rru_per_task": standard["dynamodb"]["rru"],
         "usd_per_million_tasks": {w: prices[w]["total"] for w in prices},
         "sfn_transitions_per_turn": standard["stepfunctions"]["state_transitions"],
@@ -1608,26 +1704,88 @@ LOCAL_KEYS = (
 )
 
 
-def local_phase(quick: bool) -> dict[str, Any]:
-    """scripts/bench_local.py's figures; None each while it is absent or fails."""
-    path = ROOT / "scripts" / "bench_local.py"
-    empty: dict[str, Any] = dict.fromkeys(LOCAL_KEYS)
-    if not path.exists():
-        return {**empty, "local_error": "scripts/bench_local.py is not there"}
+def _bench_local() -> Any:
+    """scripts/bench_local.py as the module `bench_local` (the name its flow is loaded by:
+    `Flow=bench_local:BENCH_FLOW`), loaded once."""
+    if "bench_local" in sys.modules:
+        return sys.modules["bench_local"]
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_local", path)
+    spec = importlib.util.spec_from_file_location(
+        "bench_local", ROOT / "scripts" / "bench_local.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     # Registered before it runs: its dataclasses look their module up in sys.modules.
     sys.modules["bench_local"] = module
     try:
         spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["bench_local"]
+        raise
+    return module
+
+
+def local_phase(quick: bool) -> dict[str, Any]:
+    """scripts/bench_local.py's figures; None each while it is absent or fails."""
+    path = ROOT / "scripts" / "bench_local.py"
+    empty: dict[str, Any] = dict.fromkeys(LOCAL_KEYS)
+    if not path.exists():
+        return {**empty, "local_error": "scripts/bench_local.py is not there"}
+    try:
+        module = _bench_local()
         with module.functions_quiet():  # timed, not counted: no INFO lines or metric blobs
             figures = module.local_figures(clients=8, stored=5000, quick=quick)
     except Exception as exc:  # a figure missing must not lose the others
         return {**empty, "local_error": f"{type(exc).__name__}: {exc}"}
     return {**empty, **{k: figures.get(k) for k in LOCAL_KEYS}}
+
+
+# -- files: the round trip's speed, and what a task with files costs ---------------------------
+
+FILE_KEYS = ("file_roundtrip_mb_per_s", "file_baseline_s3_mb_per_s", "file_roundtrip_ratio_to_s3")
+BENCH_FLOW = "bench_local:BENCH_FLOW"
+CONVERSATION_TURNS = 200
+# A turn of the conversation: about 100 KB of text, kept for the next turn ([input]).
+CONVERSATION_TEXT = "[input] " + "lorem ipsum " * 8_534
+
+
+def files_phase(quick: bool) -> dict[str, Any]:
+    """bench_local's file round trip (its figures None if it fails), then the units and $ of
+    a task with files on the default workflow (EXPRESS): one blocking send of a FILE_IN_BYTES
+    file to the bench flow, which reads it and emits a FILE_OUT_BYTES file artifact, which the
+    client downloads once (priced, not made: one GET and its bytes out); and one turn of a
+    conversation of 100 KB messages on the echo flow, times CONVERSATION_TURNS."""
+    local = _bench_local()
+    figures: dict[str, Any] = dict.fromkeys(FILE_KEYS)
+    try:
+        with local.functions_quiet():
+            figures.update(local.file_figures(runs=2 if quick else local.FILE_RUNS))
+    except Exception as exc:  # a figure missing must not lose the others
+        figures["file_error"] = f"{type(exc).__name__}: {exc}"
+    image = local.file_in(local.FILE_IN_BYTES)
+    task = measure_units("EXPRESS", text=str(local.FILE_OUT_BYTES), files=[image], flow=BENCH_FLOW)
+    task["downloads"] = {"requests": 1, "bytes": local.FILE_OUT_BYTES}
+    turn = measure_units("EXPRESS", text=CONVERSATION_TEXT)
+    turn_usd = price(turn, "EXPRESS")
+    figures["file_task"] = {
+        "in_bytes": local.FILE_IN_BYTES,
+        "out_bytes": local.FILE_OUT_BYTES,
+        "s3_requests_by_class": s3_request_classes(task["s3_requests"]),
+        "usd_per_million_tasks": price(task, "EXPRESS"),
+        "units": task,
+    }
+    figures["conversation"] = {
+        "turns": CONVERSATION_TURNS,
+        "message_bytes": len(CONVERSATION_TEXT.encode()),
+        "s3_requests_by_class_per_turn": s3_request_classes(turn["s3_requests"]),
+        "s3_stored_bytes_per_turn": turn["s3_stored_bytes"],
+        "usd_s3_per_conversation": round(CONVERSATION_TURNS * turn_usd["s3"] / 1e6, 6),
+        "usd_per_conversation": round(CONVERSATION_TURNS * turn_usd["total"] / 1e6, 6),
+        "usd_per_million_turns": turn_usd,
+        "units_per_turn": turn,
+    }
+    return figures
 
 
 # -- SSE latency page ------------------------------------------------------------------------
@@ -1668,6 +1826,7 @@ def headline(report: dict[str, Any]) -> list[tuple[str, Any, tuple[str, float]]]
     peer = report.get("cold_start_ratio_to_fastapi_peer") or {}
     values = {
         "wru_per_task": report.get("wru_per_task"),
+        "large_task_wru_over_text": report.get("large_task_wru_over_text"),
         "sfn_transitions_per_turn": report.get("sfn_transitions_per_turn"),
         "usd_per_million_tasks.EXPRESS": usd.get("EXPRESS"),
         "usd_per_million_tasks.STANDARD": usd.get("STANDARD"),
@@ -1696,6 +1855,31 @@ def render_text(report: dict[str, Any]) -> str:
             f"{_fmt(report.get('list_client_context_p50_ms_5000_stored'))} ms by a context a "
             f"client named, "
             f"{_fmt(report.get('list_since_p50_ms_5000_stored'))} ms since a time before all"
+        )
+    if report.get("large_task_wru") is not None:
+        lines.append(
+            f"WRU of a task with a file: {report['large_task_wru']} against "
+            f"{report['large_task_wru_text_only']} text only"
+        )
+    if report.get("file_roundtrip_mb_per_s") is not None:
+        lines.append(
+            f"file round trip: {_fmt(report['file_roundtrip_mb_per_s'])} MB/s, boto3 on moto S3 "
+            f"{_fmt(report.get('file_baseline_s3_mb_per_s'))} MB/s in the same run "
+            f"(ratio {_fmt(report.get('file_roundtrip_ratio_to_s3'))})"
+        )
+    file_task = report.get("file_task")
+    if file_task:
+        usd = file_task["usd_per_million_tasks"]
+        lines.append(
+            f"$ per 1M file tasks (EXPRESS): {usd['total']:.2f}, of which s3 {usd['s3']:.2f}, "
+            f"data transfer out {usd['data_transfer_out']:.2f}"
+        )
+    conversation = report.get("conversation")
+    if conversation:
+        lines.append(
+            f"a {conversation['turns']}-turn conversation of 100 KB messages: "
+            f"${conversation['usd_per_conversation']:.4f}, of which S3 "
+            f"${conversation['usd_s3_per_conversation']:.4f}"
         )
     breakdown = report.get("usd_breakdown_per_million_tasks") or {}
     if breakdown:
@@ -1778,6 +1962,8 @@ def cost_table(report: dict[str, Any]) -> str:
         f"| {units['EXPRESS']['stepfunctions']['express_gb_seconds']:.4f} |",
         f"| SQS requests | {sum(standard['sqs_requests'].values())} "
         f"| {sum(units['EXPRESS']['sqs_requests'].values())} |",
+        f"| S3 requests | {sum(standard.get('s3_requests', {}).values())} "
+        f"| {sum(units['EXPRESS'].get('s3_requests', {}).values())} |",
         f"| CloudWatch Logs bytes | {standard['log_bytes']} | {units['EXPRESS']['log_bytes']} |",
         "",
         "| $ per 1M tasks | STANDARD | EXPRESS |",
@@ -1835,6 +2021,8 @@ def write_cost_doc(report: dict[str, Any] | None) -> None:
 
 TOP_LEVEL_KEYS = (
     "wru_per_task",
+    "large_task_wru",
+    "file_roundtrip_mb_per_s",
     "usd_per_million_tasks",
     "sfn_transitions_per_turn",
     "cold_start_ratio",
@@ -1849,10 +2037,11 @@ def build_report(
     cost: dict[str, Any],
     cold: dict[str, Any] | None = None,
     local: dict[str, Any] | None = None,
+    files: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON report: the stable top-level keys (TOP_LEVEL_KEYS, None where not measured),
     then the details."""
-    report: dict[str, Any] = {**cost}
+    report: dict[str, Any] = {"large_task_wru": None, **cost}
     report["cold_start_ratio"] = (
         {name: row["ratio"] for name, row in cold["functions"].items() if "ratio" in row}
         if cold
@@ -1866,6 +2055,7 @@ def build_report(
     if cold:
         report["cold_start"] = cold
     report.update({**dict.fromkeys(LOCAL_KEYS), **(local or {})})
+    report.update({**dict.fromkeys(FILE_KEYS), **(files or {})})
     return report
 
 
@@ -1889,6 +2079,9 @@ def main() -> int:
         help="the folder --flow's module is imported from (default: the current one)",
     )
     parser.add_argument("--skip-local", action="store_true", help="no scripts/bench_local.py")
+    parser.add_argument(
+        "--skip-files", action="store_true", help="no file round trip, no file task's cost"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller runs")
     parser.add_argument("--cost-doc", action="store_true", help=f"rewrite tables in {COST_DOC}")
     parser.add_argument(
@@ -1918,7 +2111,8 @@ def main() -> int:
         else cold_start(repeats=repeats, flow=args.flow, flow_path=flow_path)
     )
     local = None if args.skip_local or args.only_cold_start else local_phase(args.quick)
-    report = build_report(cost, cold, local)
+    files = None if args.skip_files or args.only_cold_start else files_phase(args.quick)
+    report = build_report(cost, cold, local, files)
     print(render_text(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")

@@ -32,6 +32,17 @@ server process's CPU or GIL):
   by uvicorn in a thread of this process, its clients in their own process likewise, and
   ratio_vs_sdk_inmemory = local / sdk.
 
+`file_figures()` measures files over HTTP the same way (scripts/bench's files phase):
+- file_roundtrip_mb_per_s: one blocking SendMessage carrying a FILE_IN_BYTES file as `raw`,
+  which the flow reads whole (sha256), and a FILE_OUT_BYTES artifact the flow streams to the
+  content bucket (`ctx.artifact_file`), downloaded from the URL the task answers with; (bytes
+  in + bytes out) / wall time of send to download end, in MB (10^6 bytes) a second, the
+  median of the runs. The client checks both digests.
+- file_baseline_s3_mb_per_s: the same bytes put and got straight through boto3 on the stack's
+  moto S3 in this process (one PutObject, a multipart upload of PART_BYTES parts, both read
+  back in 1 MiB pieces and hashed), each run paired with a round trip;
+  file_roundtrip_ratio_to_s3: the median of the pairs' round trip / baseline.
+
 Run: `PYTHONPATH=shared .venv/bin/python scripts/bench_local.py [--quick]` (scripts/bench
 prints these figures too). `A2A_LOCAL_SPEEDUPS` picks the stack's speed-ups for an ablation
 (`0`: none; `all,-planned_updates`: all but one; local/moto_speedups.py).
@@ -41,6 +52,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import hashlib
 import json
 import logging
 import os
@@ -52,7 +65,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -69,6 +82,15 @@ PAIRS = 3  # runs without and with the stored tasks, alternated (the medians are
 STORED_AGE = timedelta(hours=1)
 # An ISO 8601 UTC time as the store writes them (index sort keys, status JSON, createdAt).
 ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
+# The file round trip: the largest file a 6,000,000-byte body carries as base64 `raw` is about
+# 4.49 MB, so 4.4 MB in (the issue's "5 MB image" does not fit the deployed limit); 50 MiB out.
+FILE_IN_BYTES = 4_400_000
+FILE_OUT_BYTES = 50 * 1024 * 1024
+FILE_RUNS = 5
+MEGABYTE = 1_000_000
+# The baseline's multipart parts: store/s3.py's PART_BYTES.
+PART_BYTES = 16 * 1024 * 1024
+_BLOCK = 1 << 20
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -80,13 +102,18 @@ def percentile(values: list[float], q: float) -> float:
 
 def _bench_flow() -> Any:
     """The echo flow, except that a message "timed" gets TIMED_CHUNKS artifact chunks
-    TIMED_INTERVAL_SECONDS apart, each stamped with its emit time (`metadata.emittedAt`)."""
+    TIMED_INTERVAL_SECONDS apart, each stamped with its emit time (`metadata.emittedAt`), and
+    a message with files gets `_file_round_trip`."""
     from a2a_serverless.flows.echo import EchoFlow
 
     class BenchFlow(EchoFlow):
+        input_modes = [*EchoFlow.input_modes, "image/*"]
+
         def step(self, ctx: Any) -> Any:
             if ctx.text == "timed":
                 return _timed(ctx)
+            if ctx.files:
+                return _file_round_trip(ctx)
             return super().step(ctx)
 
     return BenchFlow()
@@ -104,6 +131,53 @@ def _timed(ctx: Any) -> Any:
             append=index > 0,
             last_chunk=index == TIMED_CHUNKS - 1,
             metadata={"emittedAt": time.time(), "index": index},
+        )
+    return Outcome.completed()
+
+
+def file_chunks(size: int) -> Iterator[bytes]:
+    """`size` bytes, 1 MiB at a time: a random block rotated differently in each chunk, so a
+    lost, repeated or reordered chunk changes the digest."""
+    import random
+
+    block = random.Random(37).randbytes(_BLOCK)
+    index = 0
+    while size > 0:
+        offset = index * 7919 % _BLOCK
+        chunk = (block[offset:] + block[:offset])[:size]
+        yield chunk
+        size -= len(chunk)
+        index += 1
+
+
+def digest_of(chunks: Iterable[bytes]) -> tuple[str, int]:
+    """(sha256 hex, byte count) of the chunks."""
+    digest, size = hashlib.sha256(), 0
+    for chunk in chunks:
+        digest.update(chunk)
+        size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def _pieces(stream: Any) -> Iterator[bytes]:
+    while piece := stream.read(_BLOCK):
+        yield piece
+
+
+def _file_round_trip(ctx: Any) -> Any:
+    """Each file of the message read whole in 1 MiB pieces: an artifact "digest" of
+    `{sha256} {size}` lines; then, when the text is a number, a file artifact ("file",
+    out.bin) of that many bytes from `file_chunks`, streamed to the content bucket."""
+    from a2a_serverless.flows import Outcome
+
+    lines = []
+    for file in ctx.files:
+        with file.open() as stream:
+            lines.append("{} {}".format(*digest_of(_pieces(stream))))
+    ctx.artifact("\n".join(lines), artifact_id="digest", name="digest", last_chunk=True)
+    if ctx.text.strip().isdigit():
+        ctx.artifact_file(
+            file_chunks(int(ctx.text)), filename="out.bin", artifact_id="file", name="file"
         )
     return Outcome.completed()
 
@@ -129,11 +203,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _serving(app: Any) -> Iterator[str]:
-    """`app` served by uvicorn in a thread; its base URL."""
+def _serving(app: Any, port: int | None = None) -> Iterator[str]:
+    """`app` served by uvicorn in a thread (on `port`, else a free one); its base URL."""
     import uvicorn
 
-    port = _free_port()
+    port = port or _free_port()
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off"
     )
@@ -153,12 +227,18 @@ def _serving(app: Any) -> Iterator[str]:
 
 
 @contextmanager
-def _local_stack(parameters: dict[str, str] | None = None) -> Iterator[tuple[Any, str]]:
+def _local_stack(
+    parameters: dict[str, str] | None = None, public: bool = False
+) -> Iterator[tuple[Any, str]]:
+    """The stack served over HTTP; `public`: the functions know its URL, so the content URLs
+    they sign are served by it (`/_s3/`), as `scripts/dev` does."""
     from a2a_serverless.local.stack import LocalStack
 
     stack = LocalStack(parameters=parameters).start()
     try:
-        with _serving(stack.gateway()) as url:
+        port = _free_port()
+        public_url = f"http://127.0.0.1:{port}" if public else None
+        with _serving(stack.gateway(public_url=public_url), port) as url:
             yield stack, url
     finally:
         stack.stop()
@@ -267,11 +347,56 @@ async def _list_p50_ms(
         return statistics.median(times) * 1000
 
 
+def file_in(size: int) -> bytes:
+    """The file sent in (random bytes: nothing compresses them on the way)."""
+    import random
+
+    return random.Random(7).randbytes(size)
+
+
+async def _file_round_trip_seconds(
+    url: str, headers: dict[str, str], in_bytes: int, out_bytes: int
+) -> float:
+    """One file round trip (see `file_figures`), both digests checked: its wall time."""
+    import httpx
+
+    image = file_in(in_bytes)
+    expected_in = "{} {}".format(*digest_of([image]))
+    expected_out = digest_of(file_chunks(out_bytes))
+    photo = {"raw": base64.b64encode(image).decode(), "filename": "photo.png"}
+    photo["mediaType"] = "image/png"
+    message = _message(str(out_bytes))
+    message["message"]["parts"].append(photo)
+    body = json.dumps(message).encode()
+    del image, photo, message
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=300) as client:
+        start = time.perf_counter()
+        response = await client.post("/message:send", content=body)
+        response.raise_for_status()
+        task = response.json()["task"]
+        parts = {a["artifactId"]: a["parts"][0] for a in task.get("artifacts", [])}
+        if task["status"]["state"] != "TASK_STATE_COMPLETED" or set(parts) != {"digest", "file"}:
+            raise RuntimeError(f"the file task did not complete: {response.text[:500]}")
+        if parts["digest"]["text"] != expected_in:
+            raise RuntimeError(f"the flow read {parts['digest']['text']}, not {expected_in}")
+        digest, size = hashlib.sha256(), 0
+        async with client.stream("GET", parts["file"]["url"]) as download:
+            download.raise_for_status()
+            async for chunk in download.aiter_bytes(_BLOCK):
+                digest.update(chunk)
+                size += len(chunk)
+        elapsed = time.perf_counter() - start
+    if (digest.hexdigest(), size) != expected_out:
+        raise RuntimeError(f"the artifact downloaded is not the flow's ({size} bytes)")
+    return elapsed
+
+
 WORKLOADS: dict[str, Callable[..., Coroutine[Any, Any, float]]] = {
     "non_blocking": _non_blocking_rate,
     "blocking": _blocking_p50_ms,
     "streams": _stream_p95_ms,
     "list": _list_p50_ms,
+    "files": _file_round_trip_seconds,
 }
 
 
@@ -559,6 +684,89 @@ def local_figures(clients: int = 8, stored: int = 5000, quick: bool = False) -> 
     return {k: round(v, 3) for k, v in figures.items()}
 
 
+def _regrouped(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """The chunks' bytes in pieces of `size` (the last one shorter)."""
+    pieces: list[bytes] = []
+    held = 0
+    for chunk in chunks:
+        pieces.append(chunk)
+        held += len(chunk)
+        if held >= size:
+            joined = b"".join(pieces)
+            yield joined[:size]
+            rest = joined[size:]
+            pieces, held = ([rest] if rest else []), len(rest)
+    if pieces:
+        yield b"".join(pieces)
+
+
+def s3_baseline_seconds(bucket: str, in_bytes: int, out_bytes: int) -> float:
+    """The file round trip's bytes straight through boto3 on moto S3 in this process: the
+    file put (PutObject) and got, the artifact put as a multipart upload of PART_BYTES parts
+    (generated meanwhile, as the flow does) and got; each get read in 1 MiB pieces and hashed.
+    Its wall time; the objects are deleted after."""
+    import boto3
+
+    from a2a_serverless.local.resources import REGION
+
+    s3 = boto3.session.Session(region_name=REGION).client("s3")
+    image = file_in(in_bytes)
+    prefix = f"bench/{uuid.uuid4()}"
+    start = time.perf_counter()
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/in", Body=image)
+    got_in = digest_of(_pieces(s3.get_object(Bucket=bucket, Key=f"{prefix}/in")["Body"]))
+    upload = s3.create_multipart_upload(Bucket=bucket, Key=f"{prefix}/out")["UploadId"]
+    parts: list[dict[str, Any]] = []
+    for number, body in enumerate(_regrouped(file_chunks(out_bytes), PART_BYTES), start=1):
+        answer = s3.upload_part(
+            Bucket=bucket, Key=f"{prefix}/out", UploadId=upload, PartNumber=number, Body=body
+        )
+        parts.append({"ETag": answer["ETag"], "PartNumber": number})
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key=f"{prefix}/out", UploadId=upload, MultipartUpload={"Parts": parts}
+    )
+    got_out = digest_of(_pieces(s3.get_object(Bucket=bucket, Key=f"{prefix}/out")["Body"]))
+    elapsed = time.perf_counter() - start
+    for name in ("in", "out"):
+        s3.delete_object(Bucket=bucket, Key=f"{prefix}/{name}")
+    if got_in != digest_of([image]) or got_out != digest_of(file_chunks(out_bytes)):
+        raise RuntimeError("the baseline read back other bytes than it put")
+    return elapsed
+
+
+def file_figures(
+    runs: int = FILE_RUNS, in_bytes: int = FILE_IN_BYTES, out_bytes: int = FILE_OUT_BYTES
+) -> dict[str, float]:
+    """The file figures (see the module's docstring): `runs` round trips, each paired with a
+    baseline run just before it, after one unmeasured round trip."""
+    headers = {**HEADERS, "X-Local-Principal": PRINCIPAL}
+    module = "bench_local" if __name__ == "__main__" else __name__
+    sys.modules.setdefault(module, sys.modules[__name__])  # the flow worker imports it by name
+    sizes = {"in_bytes": in_bytes, "out_bytes": out_bytes}
+    trips, baselines = [], []
+    with _local_stack({"Flow": f"{module}:BENCH_FLOW"}, public=True) as (stack, url):
+        bucket = stack.env["CONTENT_BUCKET"]
+        run_clients("files", url, headers=headers, **sizes)  # warm-up
+        for _ in range(runs):
+            baselines.append(s3_baseline_seconds(bucket, in_bytes, out_bytes))
+            trips.append(run_clients("files", url, headers=headers, **sizes))
+            print(
+                f"bench_local: files {trips[-1]:.2f} s, S3 baseline {baselines[-1]:.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+    megabytes = (in_bytes + out_bytes) / MEGABYTE
+    return {
+        "file_roundtrip_mb_per_s": round(megabytes / statistics.median(trips), 2),
+        "file_baseline_s3_mb_per_s": round(megabytes / statistics.median(baselines), 2),
+        "file_roundtrip_ratio_to_s3": round(
+            statistics.median(b / t for b, t in zip(baselines, trips, strict=True)), 3
+        ),
+        "file_roundtrip_seconds": round(statistics.median(trips), 3),
+        "file_runs": runs,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -566,12 +774,16 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--stored", type=int, default=5000)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--files", action="store_true", help="the file figures only")
     parser.add_argument("--client", help=argparse.SUPPRESS)  # the client process (run_clients)
     args = parser.parse_args()
     if args.client:
         return _client_main(args.client)
     with functions_quiet():  # as scripts/bench runs it
-        figures = local_figures(args.clients, args.stored, args.quick)
+        if args.files:
+            figures = file_figures(runs=2 if args.quick else FILE_RUNS)
+        else:
+            figures = local_figures(args.clients, args.stored, args.quick)
     print(json.dumps(figures, indent=2))
     return 0
 

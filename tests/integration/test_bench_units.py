@@ -7,6 +7,8 @@
 - The meter prices real calls on the local table like the calculator (tests/unit), from the
   items before and after (index writes from the template's key schema and projections).
 - The JSON report has its stable keys.
+- A task with a file counts its S3 calls and the bytes it stores; bench_local's file round trip
+  moves the bytes it says (both digests checked).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from a2a_serverless.local.stack import REGION, LocalStack
 from a2a_serverless.local.template import load_template
@@ -171,3 +174,34 @@ def test_the_bench_task_costs_what_the_docs_say() -> None:
     units = bench.measure_units("STANDARD")
     docs = (ROOT / "docs" / "budgets.md").read_text()
     assert f"**{units['dynamodb']['wru']}** |" in docs, units["dynamodb"]
+
+
+def test_a_task_with_a_file_counts_its_s3_calls_and_stored_bytes() -> None:
+    """The file goes to the content bucket in one PutObject (the echo flow never reads it):
+    counted, and its bytes priced as stored for RetentionDays."""
+    size = 100_000
+    units = bench.measure_units("STANDARD", files=[b"\x01" * size])
+    assert units["s3_requests"] == {"PutObject": 1}
+    assert (units["s3_stored_bytes"], units["s3_objects"]) == (size, 1)
+    assert units["retention_days"] >= 1
+    stored_gb_months = size / 1024**3 * units["retention_days"] / bench.DAYS_PER_MONTH
+    expected = (
+        bench.PRICES["s3_put_request"] + stored_gb_months * bench.PRICES["s3_storage_gb_month"]
+    )
+    assert bench.price(units, "STANDARD")["s3"] == round(expected * 1e6, 2)
+    text_only = bench.measure_units("STANDARD")
+    assert (text_only["s3_requests"], text_only["s3_stored_bytes"]) == ({}, 0)
+
+
+def test_the_file_round_trip_and_its_baseline_move_the_bytes() -> None:
+    """bench_local's file figures on small files: the client checks both digests (a run that
+    moved other bytes raises), and the figures are the median run's."""
+    local = bench._bench_local()
+    with local.functions_quiet():
+        figures = local.file_figures(runs=1, in_bytes=200_000, out_bytes=3 * 1024 * 1024)
+    megabytes = (200_000 + 3 * 1024 * 1024) / local.MEGABYTE
+    assert figures["file_roundtrip_mb_per_s"] == pytest.approx(
+        megabytes / figures["file_roundtrip_seconds"], rel=0.01
+    )
+    assert figures["file_baseline_s3_mb_per_s"] > 0
+    assert figures["file_roundtrip_ratio_to_s3"] > 0

@@ -30,19 +30,29 @@ without per-transition counters (COUNT queries on the index) — 2 + 1 + 3 + (4 
 
 from __future__ import annotations
 
+import base64
 import math
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
 import pytest
 
 from a2a_serverless import wiring
-from a2a_serverless.local.stack import LocalStack
+from a2a_serverless.local.stack import REGION, LocalStack
+from a2a_serverless.store.content import object_key
+from tests.helpers import user_message
 from tests.integration.harness import A2A, ROOT, ddb, item_size, wait_idle, wait_state
 
 KB = 1024
 TARGET = 12  # the target: WRU per single-turn echo task, index writes included
+# A file sent as `raw`: the largest round size a 6,000,000-byte request body carries in base64.
+LARGE_FILE_BYTES = 4_400_000
+# What such a file may add to its task's write units: its content goes to the content bucket,
+# the items keep a reference.
+MAX_FILE_WRU_OVER_TEXT = 2
 # What each write of that task costs now: (call, table units, index units), in call order.
 EXPECTED = [
     # header (which stands for the first event and holds the first message: both small), shard;
@@ -290,3 +300,36 @@ def test_the_calculator_counts_index_moves_and_transactions(local_stack: LocalSt
     assert (put.table, put.index) == (1, {i.name: 1 for i in holding})
     assert (move.table, move.index) == (1, {i.name: 2 for i in holding if sort in i.keys})
     assert (transaction.table, transaction.index) == (4, {})  # 2 KB, doubled
+
+
+def _units_of_task(
+    stack: LocalStack, units: WriteUnits, message: dict[str, Any]
+) -> tuple[int, str]:
+    """The write units of one non-blocking echo task of `message`, to its completion; its id."""
+    alice = A2A(stack, "alice")
+    first = len(units.writes)
+    task_id = alice.send_message(message, blocking=False).task["id"]
+    wait_state(alice, task_id, {"TASK_STATE_COMPLETED"})
+    wait_idle(stack)
+    return sum(write.total for write in units.writes[first:]), task_id
+
+
+def test_a_large_file_adds_at_most_two_write_units_to_its_task(
+    local_stack: LocalStack, units: WriteUnits
+) -> None:
+    """A task whose message carries a 4.4 MB file as `raw` costs at most MAX_FILE_WRU_OVER_TEXT
+    write units more than the same task without the file (scripts/bench `large_task_wru`)."""
+    _units_of_task(local_stack, units, user_message("warm up"))  # the owner's first task
+    text_only = user_message("units please")
+    with_file = user_message("units please")
+    image = random.Random(36).randbytes(LARGE_FILE_BYTES)
+    with_file["parts"].append({"raw": base64.b64encode(image).decode(), "filename": "a.png"})
+    text_units, _ = _units_of_task(local_stack, units, text_only)
+    file_units, task_id = _units_of_task(local_stack, units, with_file)
+    print(f"\nWRU: text only {text_units}, with a {LARGE_FILE_BYTES}-byte file {file_units}")
+    assert file_units - text_units <= MAX_FILE_WRU_OVER_TEXT, units.breakdown()
+    # The file is in the content bucket, whole: the task did carry it.
+    listed = boto3.client("s3", region_name=REGION).list_objects_v2(
+        Bucket=local_stack.env["CONTENT_BUCKET"], Prefix=object_key(task_id, "")
+    )
+    assert [o["Size"] for o in listed.get("Contents", [])] == [LARGE_FILE_BYTES]

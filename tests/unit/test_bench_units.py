@@ -393,3 +393,29 @@ def test_cost_doc_has_the_current_templates_section() -> None:
 
     section = bench.stack_table(load_template(ROOT / "template.yaml"))
     assert section in (ROOT / "docs" / "cost.md").read_text()
+
+
+def test_s3_requests_by_class_and_their_price() -> None:
+    """S3's pricing page: PUT, COPY, POST, LIST (and a multipart upload's steps) at $0.005 per
+    1,000, GET and HEAD at $0.0004 per 1,000, DELETE free; storage $0.023 per GB-month; data
+    transfer out $0.09 per GB."""
+    requests = {
+        "PutObject": 1,
+        "CreateMultipartUpload": 1,
+        "UploadPart": 4,
+        "CompleteMultipartUpload": 1,
+        "GetObject": 2,
+        "HeadObject": 1,
+        "DeleteObject": 3,
+    }
+    assert bench.s3_request_classes(requests) == {"put": 7, "get": 3, "free": 3}
+    units = _units(
+        s3_requests=requests,
+        s3_stored_bytes=1024**3,
+        retention_days=bench.DAYS_PER_MONTH,
+        downloads={"requests": 1, "bytes": 2 * 1024**3},
+    )
+    usd = bench.price(units, "STANDARD")
+    assert usd["s3"] == pytest.approx((7 * 0.005 / 1000 + 4 * 0.0004 / 1000 + 0.023) * 1e6)
+    assert usd["data_transfer_out"] == pytest.approx(2 * 0.09 * 1e6)
+    assert bench.price(_units(), "STANDARD")["s3"] == 0
