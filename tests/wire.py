@@ -400,6 +400,7 @@ V03_SETTLED_STATES = {
 }
 # JSON-RPC error codes and the ErrorInfo reason each must carry (spec §5.4, §9.5).
 RESOURCE_EXHAUSTED_CODE = -31429
+INVALID_REQUEST_CODE = -32600
 RPC_ERROR_REASONS = {
     -32001: "TASK_NOT_FOUND",
     -32002: "TASK_NOT_CANCELABLE",
@@ -562,10 +563,13 @@ def check_jsonrpc_response(request: RpcRequest, status: int, body: bytes | str) 
         assert not body, "204 must have no body"
         assert request.has_id is False and request.is_object, "only a notification gets 204"
         return None
-    # A refusal for too many open connections says so to HTTP too (429, Retry-After).
-    assert status == 200 or (status == 429 and _rpc_code(body) == RESOURCE_EXHAUSTED_CODE), (
-        f"JSON-RPC answers HTTP 200 (got {status}): {body[:300]!r}"
-    )
+    # A refusal for too many open connections says so to HTTP too (429, Retry-After), as does
+    # a body past the limit (413, as API Gateway and HTTP+JSON answer it).
+    assert (
+        status == 200
+        or (status == 429 and _rpc_code(body) == RESOURCE_EXHAUSTED_CODE)
+        or (status == 413 and _rpc_code(body) == INVALID_REQUEST_CODE)
+    ), f"JSON-RPC answers HTTP 200 (got {status}): {body[:300]!r}"
     kept_alive, body = split_keepalive(body)
     if kept_alive:
         assert (request.version, request.method) in (

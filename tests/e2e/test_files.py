@@ -252,3 +252,22 @@ def test_no_caller_reaches_another_owners_content(connect: Callable[[str], httpx
     tampered = f"{path.replace(mine['id'], task['id'])}?{query}"
     status, _, answer = _download(tampered)
     assert status == 403 and b"SignatureDoesNotMatch" in answer
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+def test_a_body_past_the_limit_is_413_on_every_binding(
+    connect: Callable[[str], httpx.Client], version: str
+) -> None:
+    """6,000,000 bytes (MAX_BODY_BYTES) is what a deployed function can take; past it, 413 on
+    HTTP+JSON and JSON-RPC alike, the JSON-RPC error in the body."""
+    client = connect("big")
+    filler = "A" * 6_000_000
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"raw": filler}]}
+    rest = client.post("/message:send", json={"message": message})
+    assert rest.status_code == 413 and "6000000 bytes" in rest.json()["error"]["message"]
+    method = "SendMessage" if version == "1.0" else "message/send"
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}}
+    rpc_answer = client.post("/", json=body, headers={"A2A-Version": version})
+    assert rpc_answer.status_code == 413
+    assert rpc_answer.json()["error"]["code"] == -32600
+    assert client.get("/tasks").json()["totalSize"] == 0

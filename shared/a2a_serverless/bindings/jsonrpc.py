@@ -438,6 +438,9 @@ def _reply(
                 media_type="application/json",
                 headers=challenge_headers(error),
             )
+        if isinstance(error, PayloadTooLarge):
+            # As HTTP+JSON and API Gateway answer a body past the limit.
+            return SafeJSONResponse(body, status_code=413, media_type="application/json")
         if isinstance(error, errors.TooManyConnectionsError):
             # As HTTP's own 429, so that clients and proxies back off (Retry-After).
             return SafeJSONResponse(
