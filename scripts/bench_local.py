@@ -83,7 +83,7 @@ STORED_AGE = timedelta(hours=1)
 # An ISO 8601 UTC time as the store writes them (index sort keys, status JSON, createdAt).
 ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
 # The file round trip: the largest file a 6,000,000-byte body carries as base64 `raw` is about
-# 4.49 MB, so 4.4 MB in (the "5 MB image" does not fit the deployed limit); 50 MiB out.
+# 4.49 MB, so 4.4 MB in (a 5 MB file does not fit the deployed limit as raw); 50 MiB out.
 FILE_IN_BYTES = 4_400_000
 FILE_OUT_BYTES = 50 * 1024 * 1024
 FILE_RUNS = 5
