@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -271,3 +273,48 @@ def test_a_body_past_the_limit_is_413_on_every_binding(
     assert rpc_answer.status_code == 413
     assert rpc_answer.json()["error"]["code"] == -32600
     assert client.get("/tasks").json()["totalSize"] == 0
+
+
+class _FileServer:
+    """One file served over HTTP on loopback (the local stack's egress policy allows http to
+    it, as a deployed one allows https to public hosts)."""
+
+    def __init__(self, body: bytes) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/file.bin"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_a_file_larger_than_a_body_goes_as_a_url_part_the_flow_fetches(
+    digest_server: DevServer,
+) -> None:
+    """Past the ~4.49 MB a body carries as raw, a client sends a url part: the flow reads it
+    through the egress guard, byte-exact, and the part is kept as given."""
+    data = random.Random(11).randbytes(12_000_000)
+    files = _FileServer(data)
+    try:
+        async with rpc.sdk_client(
+            digest_server.base_url, "HTTP+JSON 1.0", streaming=False
+        ) as agent:
+            part = Part(url=files.url, media_type="application/octet-stream", filename="b.bin")
+            task = await _send(agent, _message(part))
+    finally:
+        files.close()
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED, task.status
+    assert _artifact_text(task) == f"{hashlib.sha256(data).hexdigest()} {len(data)}"
+    assert [p.url for m in task.history for p in m.parts if p.url] == [files.url]
