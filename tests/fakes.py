@@ -40,7 +40,7 @@ from a2a_serverless.store.base import ListedContents
 from a2a_serverless.store.content import object_key
 from a2a_serverless.store.dynamodb import keys
 from a2a_serverless.store.fold import fold_events, task_from_events
-from a2a_serverless.store.s3 import PART_BYTES
+from a2a_serverless.store.s3 import PART_BYTES, read_full
 
 
 def _wire_json(event: models.StreamResponse) -> str:
@@ -518,7 +518,7 @@ class InMemoryContentStore:
         key = (task_id, name)
         digest, size, parts, kept = hashlib.sha256(), 0, 0, []
         while True:
-            piece = _read_full(source, PART_BYTES)
+            piece = read_full(source, PART_BYTES)
             if piece or not parts:
                 parts += 1
                 digest.update(piece)
@@ -539,17 +539,6 @@ class InMemoryContentStore:
 
     def link(self, task_id: str, name: str) -> str:
         return f"https://content.example/{object_key(task_id, name)}?signed"
-
-
-def _read_full(source: IO[bytes], size: int) -> bytes:
-    pieces, got = [], 0
-    while got < size:
-        piece = source.read(size - got)
-        if not piece:
-            break
-        pieces.append(piece)
-        got += len(piece)
-    return b"".join(pieces)
 
 
 def _orphan(task_id: str) -> TaskRecord:

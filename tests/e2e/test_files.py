@@ -185,6 +185,11 @@ async def test_a_200_turn_conversation_of_100_kb_messages_completes(base_url: st
     assert status == 200 and body.decode() == f"{turns - 1} {text}"
 
 
+def _send_body(part: dict[str, Any]) -> dict[str, Any]:
+    """An HTTP+JSON SendMessage body of one part (a new messageId each time)."""
+    return {"message": {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [part]}}
+
+
 @pytest.fixture
 def connect(digest_server: DevServer) -> Iterator[Callable[[str], httpx.Client]]:
     """Checked HTTP+JSON clients of the digest server, each a principal of its own."""
@@ -204,14 +209,7 @@ def test_an_expired_url_is_refused_and_a_fresh_read_signs_a_new_one(
     connect: Callable[[str], httpx.Client],
 ) -> None:
     client = connect("expiry")
-    body = {
-        "message": {
-            "messageId": uuid.uuid4().hex,
-            "role": "ROLE_USER",
-            "parts": [{"raw": "QUJD" * 20_000, "filename": "f.bin"}],
-        }
-    }
-    task = client.post("/message:send", json=body).json()["task"]
+    task = client.post("/message:send", json=_send_body({"raw": "QUJD" * 20_000})).json()["task"]
     url = task["history"][0]["parts"][0]["url"]
     assert _download(url)[0] == 200
     time.sleep(4)  # CONTENT_URL_SECONDS is 3 on this server
@@ -223,32 +221,17 @@ def test_an_expired_url_is_refused_and_a_fresh_read_signs_a_new_one(
 
 def test_no_caller_reaches_another_owners_content(connect: Callable[[str], httpx.Client]) -> None:
     owner, other = connect("owner"), connect("other")
-    body = {
-        "message": {
-            "messageId": uuid.uuid4().hex,
-            "role": "ROLE_USER",
-            "parts": [{"raw": "U0VDUkVU" * 20_000, "filename": "secret.bin"}],
-        }
-    }
-    task = owner.post("/message:send", json=body).json()["task"]
+    secret = {"raw": "U0VDUkVU" * 20_000, "filename": "secret.bin"}
+    task = owner.post("/message:send", json=_send_body(secret)).json()["task"]
     url = task["history"][0]["parts"][0]["url"]
     # Another owner cannot read the task, list it, nor name its content in a message.
     assert other.get(f"/tasks/{task['id']}").status_code == 404
     assert other.get("/tasks", params={"historyLength": 10}).json()["tasks"] == []
     name = url.split("?")[0].rsplit("/", 1)[1]
-    forged = {
-        "message": {
-            "messageId": uuid.uuid4().hex,
-            "role": "ROLE_USER",
-            "parts": [{"url": f"a2a-content:{name}"}],
-        }
-    }
-    refused = other.post("/message:send", json=forged)
+    refused = other.post("/message:send", json=_send_body({"url": f"a2a-content:{name}"}))
     assert refused.status_code == 400 and "parts[0].url" in refused.text
     # Its own URL, pointed at the owner's object, no longer verifies.
-    mine = other.post(
-        "/message:send", json={"message": {**body["message"], "messageId": uuid.uuid4().hex}}
-    ).json()["task"]
+    mine = other.post("/message:send", json=_send_body(secret)).json()["task"]
     own_url = mine["history"][0]["parts"][0]["url"]
     path, query = own_url.split("?")
     tampered = f"{path.replace(mine['id'], task['id'])}?{query}"
@@ -263,13 +246,12 @@ def test_a_body_past_the_limit_is_413_on_every_binding(
     """6,000,000 bytes (MAX_BODY_BYTES) is what a deployed function can take; past it, 413 on
     HTTP+JSON and JSON-RPC alike, the JSON-RPC error in the body."""
     client = connect("big")
-    filler = "A" * 6_000_000
-    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"raw": filler}]}
-    rest = client.post("/message:send", json={"message": message})
+    body = _send_body({"raw": "A" * 6_000_000})
+    rest = client.post("/message:send", json=body)
     assert rest.status_code == 413 and "6000000 bytes" in rest.json()["error"]["message"]
     method = "SendMessage" if version == "1.0" else "message/send"
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}}
-    rpc_answer = client.post("/", json=body, headers={"A2A-Version": version})
+    call = {"jsonrpc": "2.0", "id": 1, "method": method, "params": body}
+    rpc_answer = client.post("/", json=call, headers={"A2A-Version": version})
     assert rpc_answer.status_code == 413
     assert rpc_answer.json()["error"]["code"] == -32600
     assert client.get("/tasks").json()["totalSize"] == 0

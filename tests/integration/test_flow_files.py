@@ -32,11 +32,7 @@ INLINE = 32_768
 
 @pytest.fixture
 def bucket(local_stack: LocalStack) -> str:
-    name = local_stack.env.get("CONTENT_BUCKET") or f"content-{uuid.uuid4().hex[:12]}"
-    s3 = boto3.client("s3")
-    if name not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
-        s3.create_bucket(Bucket=name)
-    return name
+    return local_stack.env["CONTENT_BUCKET"]
 
 
 @pytest.fixture

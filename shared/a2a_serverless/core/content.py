@@ -89,18 +89,20 @@ def _event(event: StreamResponse, links: ContentLinks) -> StreamResponse:
     if event.status_update is not None:
         update = event.status_update
         status = _status(update.status, update.task_id, links)
-        if status is update.status:
-            return event
-        changed = update.model_copy(update={"status": status})
-        return event.model_copy(update={"status_update": changed})
+        return _with(event, "status_update", "status", status)
     if event.artifact_update is not None:
         chunk = event.artifact_update
         artifact = _artifact(chunk.artifact, chunk.task_id, links)
-        if artifact is chunk.artifact:
-            return event
-        changed_chunk = chunk.model_copy(update={"artifact": artifact})
-        return event.model_copy(update={"artifact_update": changed_chunk})
+        return _with(event, "artifact_update", "artifact", artifact)
     return event  # a direct reply's message: never stored, so it holds no reference
+
+
+def _with(event: StreamResponse, payload: str, field: str, value: object) -> StreamResponse:
+    """`event` with its `payload`'s `field` set to `value` (itself when that is unchanged)."""
+    inner = getattr(event, payload)
+    if getattr(inner, field) is value:
+        return event
+    return event.model_copy(update={payload: inner.model_copy(update={field: value})})
 
 
 def present(value: Presented, links: ContentLinks | None) -> Presented:

@@ -337,7 +337,12 @@ async def web_adapter(app: Any, event: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _read_json(receive: Any, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+class BodyTooLarge(Exception):
+    """A request body over the limit it was read with."""
+
+
+async def read_body(receive: Any, limit: int | None = None) -> bytes:
+    """An ASGI request's whole body; BodyTooLarge past `limit` bytes."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -346,12 +351,19 @@ async def _read_json(receive: Any, limit: int = MAX_BODY_BYTES) -> dict[str, Any
             break
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > limit:
-            raise AdminError(413, "INVALID_ARGUMENT", "request body too large")
+        if limit is not None and size > limit:
+            raise BodyTooLarge(size)
         chunks.append(chunk)
         if not message.get("more_body"):
             break
-    raw = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def _read_json(receive: Any, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+    try:
+        raw = await read_body(receive, limit)
+    except BodyTooLarge:
+        raise AdminError(413, "INVALID_ARGUMENT", "request body too large") from None
     if not raw.strip():
         return {}
     try:

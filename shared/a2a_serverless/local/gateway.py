@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from a2a_serverless.bindings.cors import allowed_origin, parse_origins, preflight_headers
-from a2a_serverless.local.admin import host_name, is_loopback
+from a2a_serverless.local.admin import BodyTooLarge, host_name, is_loopback, read_body
 from a2a_serverless.local.authorizers import (
     GatewayError,
     GatewayResponses,
@@ -47,10 +47,6 @@ INVOKE_TOO_LARGE = (
     [("content-type", "application/json"), ("x-amzn-errortype", "BadRequestException")],
     b'{"message": "Request Too Long"}',
 )
-
-
-class BodyTooLarge(Exception):
-    """The request body is over API Gateway's payload quota."""
 
 
 class Throttled(Exception):
@@ -412,20 +408,7 @@ async def _buffered(
     BodyTooLarge past `limit` bytes, before reading when the declared length says so."""
     if limit is not None and declared is not None and declared > limit:
         raise BodyTooLarge(declared)
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if limit is not None and size > limit:
-            raise BodyTooLarge(size)
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            break
-    body = b"".join(chunks)
+    body = await read_body(receive, limit)
     unread = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def replay() -> dict[str, Any]:

@@ -42,7 +42,7 @@ class S3ContentStore:
         )
 
     def put_stream(self, task_id: str, name: str, source: IO[bytes], media_type: str) -> int:
-        first = _read_full(source, PART_BYTES)
+        first = read_full(source, PART_BYTES)
         if len(first) < PART_BYTES:
             self.put(task_id, name, first, media_type)
             return len(first)
@@ -60,7 +60,7 @@ class S3ContentStore:
                 )
                 parts.append({"ETag": answer["ETag"], "PartNumber": number})
                 size += len(chunk)
-                chunk = _read_full(source, PART_BYTES)
+                chunk = read_full(source, PART_BYTES)
             self._s3.complete_multipart_upload(
                 Bucket=self._bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
             )
@@ -83,7 +83,7 @@ class S3ContentStore:
         return url
 
 
-def _read_full(source: IO[bytes], size: int) -> bytes:
+def read_full(source: IO[bytes], size: int) -> bytes:
     """`size` bytes of `source`, fewer only at its end (a stream may return short reads)."""
     pieces, got = [], 0
     while got < size:
