@@ -208,3 +208,30 @@ def test_parts_and_a_message_frame_are_bounded_but_not_part_content() -> None:
     assert ("message.parts", "must have at most 1024 entries") in many
     heavy = _send({"parts": [{"text": "x"}], "metadata": {"k": "y" * 270_000}})
     assert [path for path, _ in heavy] == ["message"]
+
+
+def test_webhooks_of_both_versions_carry_links_to_stored_content() -> None:
+    """A 1.0 webhook gets the event, a 0.3 webhook the task (file.uri): both with a link."""
+    from a2a_serverless.core.egress import EgressPolicy
+    from a2a_serverless.push.sender import SenderConfig, WebhookSender
+    from tests.fakes import InMemoryTaskStore
+    from tests.helpers import add_submitted_task
+
+    store = InMemoryTaskStore()
+    add_submitted_task(store, _message(Part(text="hi")))
+    artifact = Artifact(
+        artifact_id="a", parts=[Part(url=reference("raw.abc"), media_type="image/png")]
+    )
+    event = StreamResponse(
+        artifact_update=TaskArtifactUpdateEvent(task_id="t-1", context_id="c-1", artifact=artifact)
+    )
+    store.append_event("t-1", 2, event)
+    config = SenderConfig(egress=EgressPolicy(), retry_queue_url="queue")
+    link = "https://bucket.example/t-1/raw.abc?sig"
+    for links, expected in ((MemoryContent(), link), (None, "a2a-content:raw.abc")):
+        sender = WebhookSender(store, None, config, links=links)
+        v10 = json.loads(sender.payload("1.0", "t-1", 2) or b"{}")
+        assert v10["artifactUpdate"]["artifact"]["parts"][0]["url"] == expected
+        v03 = json.loads(sender.payload("0.3", "t-1", 2) or b"{}")
+        (file,) = [p["file"] for a in v03["artifacts"] for p in a["parts"]]
+        assert (file["uri"], file["mimeType"]) == (expected, "image/png")
