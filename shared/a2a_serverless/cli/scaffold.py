@@ -385,8 +385,10 @@ FLOW_PY = '''"""{title}: the flow a2a-serverless serves (template.yaml, paramete
 
 A flow is a Flow subclass (or instance) whose `step` gets the turn's context and returns an
 Outcome: completed, input_required, failed, ... Replies stream as artifact chunks
-(`ctx.artifact`); progress as status messages (`ctx.status`). The Agent Card's name,
-description, version and skills come from the class attributes.
+(`ctx.artifact`); progress as status messages (`ctx.status`). Files: `ctx.files` are the
+message's file parts (`file.open()` streams one), `ctx.artifact_file(data, filename=...)` sends
+one back of any size (declare their types in `input_modes` / `output_modes`). The Agent Card's
+name, description, version and skills come from the class attributes.
 """
 
 from __future__ import annotations
