@@ -180,6 +180,79 @@ def open_url(
     return io.BufferedReader(body), int(length) if length and length.isdigit() else None
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A whole answer to `request_pinned`, whatever its status."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
+class RequestFailed(OSError):
+    """`request_pinned` got no whole answer: no connection, a timeout, a broken or too large
+    body. ``retryable`` when trying again later may help. Its text never holds the URL."""
+
+    def __init__(self, message: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def request_pinned(
+    target: VettedTarget,
+    method: str,
+    headers: Mapping[str, str],
+    body: bytes | None = None,
+    *,
+    max_bytes: int,
+    connect_timeout: float = 3.0,
+    read_timeout: float = 10.0,
+    transport: httpx.BaseTransport | None = None,
+) -> Answer:
+    """One request to ``target`` at its pinned address, its answer read whole up to
+    ``max_bytes`` (any status; redirects are answers, never followed).
+
+    Raises ``RequestFailed``. ``transport`` is for tests; a caller-supplied one is left open.
+    """
+    import httpx
+
+    own_transport = transport is None
+    client = _client(transport, connect_timeout, read_timeout)
+    try:
+        try:
+            request = _pinned_request(client, method, target, headers, body)
+        except (httpx.HTTPError, ValueError, TypeError, UnicodeError) as exc:
+            raise RequestFailed(f"invalid request ({type(exc).__name__})", False) from None
+        try:
+            response = client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise RequestFailed(f"timeout ({_timeout_phase(exc)})", True) from None
+        except httpx.ConnectError as exc:
+            what = ": TLS certificate verification" if _is_cert_error(exc) else ""
+            raise RequestFailed(f"connect failed{what}", True) from None
+        except httpx.HTTPError as exc:
+            raise RequestFailed(f"transport error ({type(exc).__name__})", True) from None
+        try:
+            length = response.headers.get("content-length", "")
+            if length.isdigit() and int(length) > max_bytes:
+                raise RequestFailed(f"answer larger than {max_bytes} bytes", False)
+            read = bytearray()
+            # Read as it arrives, so a body without (or lying about) its length stops at the cap.
+            for piece in response.iter_bytes():
+                read += piece
+                if len(read) > max_bytes:
+                    raise RequestFailed(f"answer larger than {max_bytes} bytes", False)
+        except httpx.TimeoutException as exc:
+            raise RequestFailed(f"timeout ({_timeout_phase(exc)})", True) from None
+        except httpx.HTTPError as exc:
+            raise RequestFailed(f"body broke off ({type(exc).__name__})", True) from None
+        finally:
+            response.close()
+        return Answer(response.status_code, response.headers.get("content-type", ""), bytes(read))
+    finally:
+        _close(client, own_transport)
+
+
 class _ResponseBody(io.RawIOBase):
     """A streamed response's bytes as they arrive; closing it closes the response (and the
     client it owns)."""
