@@ -4,6 +4,7 @@ finished executions beyond a bound."""
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -233,3 +234,20 @@ def test_the_thread_reads_the_items_once_a_minute_unless_expiry_is_shifted(
     reads.clear()
     ttl.Sweeper(lambda: [object()], lambda: None).sweep()
     assert reads == [1]
+
+
+def test_content_objects_expire_after_the_retention_like_the_lifecycle_rule(
+    stack: LocalStack,
+) -> None:
+    """The bucket's lifecycle deletes objects RetentionDays (30) after they were written: one
+    written 31 days ago goes at the next sweep, one written now stays."""
+    from moto.s3.models import s3_backends
+
+    s3, bucket = stack._client("s3"), stack.env["CONTENT_BUCKET"]
+    s3.put_object(Bucket=bucket, Key="tasks/t-1/raw.old", Body=b"old")
+    s3.put_object(Bucket=bucket, Key="tasks/t-2/raw.new", Body=b"new")
+    old = s3_backends[ACCOUNT]["aws"].buckets[bucket].keys["tasks/t-1/raw.old"]
+    old.last_modified -= dt.timedelta(days=31)
+    stack.sweeper.sweep(now=time.time() + 29 * 86400)  # the new one is 29 days old then
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert keys == ["tasks/t-2/raw.new"] and stack.sweeper.deleted_objects == 1

@@ -391,6 +391,7 @@ class LocalStack:
             self._stream_read_up_to,
             shift=local_ttl_shift(retention_days),
             retention_seconds=retention_days * 86400,
+            buckets=self._buckets,
         )
         self._ready = True
         _memory_snapshots(os.environ.get(MEMORY_SNAPSHOTS_ENV), self._stopped)
@@ -485,6 +486,7 @@ class LocalStack:
             self._stream_read_up_to,
             shift=self.sweeper.shift,
             retention_seconds=self.sweeper.retention_seconds,
+            buckets=self._buckets,
         )
         self._handlers.clear()
         self._apps.clear()
@@ -516,6 +518,13 @@ class LocalStack:
 
     def _client(self, service: str) -> Any:
         return resources.client(service)
+
+    def _buckets(self) -> list[Any]:
+        """The stack's buckets in moto (the sweeper expires their objects)."""
+        from moto.s3.models import s3_backends
+
+        backend = s3_backends[ACCOUNT]["aws"]
+        return [backend.buckets[name] for name in self.buckets if name in backend.buckets]
 
     def _tables(self) -> list[Any]:
         """moto's tables of this stack (the sweeper works on them directly)."""

@@ -5,6 +5,8 @@
 - DynamoDB Streams: records read by every mapping, or older than 24 h, trimmed.
 - Step Functions: finished executions beyond KEEP_FINISHED_EXECUTIONS dropped; moto's
   interpreter threads (`TMP_THREADS`) forgotten once finished.
+- S3 lifecycle: the content bucket's objects deleted RetentionDays after they were written
+  (shifted like the items).
 `Sweeper` runs these in a thread every `interval` seconds; `sweep()` runs them once.
 """
 
@@ -20,6 +22,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from a2a_serverless.local.patching import DYNAMODB_LOCK
+from a2a_serverless.local.resources import ACCOUNT
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +109,26 @@ def expire_items(
             deleted += 1
         if clocks is not None:
             clocks.pop((hash_key, range_key), None)
+    return deleted
+
+
+def expire_objects(
+    buckets: list[Any], now: float | None = None, shift: float = 0.0, retention_seconds: float = 0.0
+) -> int:
+    """Delete the objects of moto buckets older than `retention_seconds` (less `shift`), as
+    the bucket's lifecycle rule does; how many."""
+    if retention_seconds <= 0:
+        return 0
+    from moto.s3.models import s3_backends
+
+    now = time.time() if now is None else now
+    backend = s3_backends[ACCOUNT]["aws"]
+    deleted = 0
+    for bucket in buckets:
+        for name, key in list(bucket.keys.items()):
+            if key.last_modified.timestamp() + retention_seconds - shift <= now:
+                backend.delete_object(bucket.name, name)
+                deleted += 1
     return deleted
 
 
@@ -237,14 +260,17 @@ class Sweeper:
         shift: float = 0.0,
         interval: float = 2.0,
         retention_seconds: float = 0.0,
+        buckets: Callable[[], list[Any]] = list,
     ) -> None:
         self._tables = tables
+        self._buckets = buckets
         self._read_up_to = stream_read_up_to
         self.shift = shift
         self.retention_seconds = retention_seconds
         self._clocks: MarginClocks = {}  # one table per stack (several would need one each)
         self.interval = interval
         self.deleted = 0
+        self.deleted_objects = 0
         self.trimmed = 0
         self.dropped_executions = 0
         self.forgotten_threads = 0
@@ -254,14 +280,18 @@ class Sweeper:
         self._thread: threading.Thread | None = None
 
     def sweep(self, now: float | None = None, items: bool = True) -> None:
-        """One sweep: expired items (unless `items` is False), read stream records, finished
-        executions and threads."""
+        """One sweep: expired items and objects (unless `items` is False), read stream
+        records, finished executions and threads."""
         for table in self._tables():
             if items:
                 self.deleted += expire_items(
                     table, now, self.shift, self.retention_seconds, self._clocks
                 )
             self.trimmed += trim_stream(table, self._read_up_to(), now)
+        if items:
+            self.deleted_objects += expire_objects(
+                self._buckets(), now, self.shift, self.retention_seconds
+            )
         self.dropped_executions += drop_finished_executions()
         self.forgotten_threads += forget_finished_threads()
 
