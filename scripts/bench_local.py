@@ -526,24 +526,13 @@ def _copied(value: Any, old: str, new: str) -> Any:
 # -- the a2a-sdk in-memory server ------------------------------------------------------------
 
 
-def sdk_app() -> Any:
-    """An a2a-sdk server: DefaultRequestHandler over InMemoryTaskStore, an executor that
-    echoes the text as one artifact, its REST routes on Starlette."""
+def sdk_echo_executor() -> Any:
+    """An a2a-sdk AgentExecutor that echoes the text as one artifact (the samples' shape)."""
     from a2a.helpers import new_task
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
-    from a2a.server.request_handlers import DefaultRequestHandler
-    from a2a.server.routes import create_agent_card_routes, create_rest_routes
-    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-    from a2a.types import (
-        AgentCapabilities,
-        AgentCard,
-        AgentInterface,
-        AgentSkill,
-        Part,
-        TaskState,
-    )
-    from starlette.applications import Starlette
+    from a2a.server.tasks import TaskUpdater
+    from a2a.types import Part, TaskState
 
     class Echo(AgentExecutor):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -562,6 +551,18 @@ def sdk_app() -> Any:
             updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
             await updater.cancel()
 
+    return Echo()
+
+
+def sdk_app() -> Any:
+    """An a2a-sdk server: DefaultRequestHandler over InMemoryTaskStore, an executor that
+    echoes the text as one artifact, its REST routes on Starlette."""
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_agent_card_routes, create_rest_routes
+    from a2a.server.tasks import InMemoryTaskStore
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+    from starlette.applications import Starlette
+
     card = AgentCard(
         name="sdk echo",
         description="a2a-sdk in-memory echo (bench)",
@@ -577,7 +578,7 @@ def sdk_app() -> Any:
         default_output_modes=["text/plain"],
     )
     handler = DefaultRequestHandler(
-        agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=sdk_echo_executor(), task_store=InMemoryTaskStore(), agent_card=card
     )
     return Starlette(routes=[*create_agent_card_routes(card), *create_rest_routes(handler)])
 

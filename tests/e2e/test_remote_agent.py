@@ -130,13 +130,10 @@ def test_send_get_cancel_and_push_over_each_binding(
 # -- an a2a-sdk server -------------------------------------------------------------------------
 
 
-def sdk_app(base: str) -> Any:
-    """An a2a-sdk server with push notifications, both bindings on its card (JSON-RPC first):
-    an executor echoing the text as one artifact."""
+def sdk_app(base: str, executor: Any) -> Any:
+    """An a2a-sdk server with push notifications, both bindings on its card (JSON-RPC first),
+    running `executor`."""
     import httpx
-    from a2a.helpers import new_task
-    from a2a.server.agent_execution import AgentExecutor, RequestContext
-    from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import (
         create_agent_card_routes,
@@ -147,34 +144,9 @@ def sdk_app(base: str) -> Any:
         BasePushNotificationSender,
         InMemoryPushNotificationConfigStore,
         InMemoryTaskStore,
-        TaskUpdater,
     )
-    from a2a.types import (
-        AgentCapabilities,
-        AgentCard,
-        AgentInterface,
-        AgentSkill,
-        Part,
-        TaskState,
-    )
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
     from starlette.applications import Starlette
-
-    class Echo(AgentExecutor):
-        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            task_id, context_id = context.task_id or "", context.context_id or ""
-            if context.current_task is None:
-                history = [context.message] if context.message is not None else []
-                await event_queue.enqueue_event(
-                    new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
-                )
-            updater = TaskUpdater(event_queue, task_id, context_id)
-            await updater.start_work()
-            await updater.add_artifact([Part(text="Echo: " + context.get_user_input())])
-            await updater.complete()
-
-        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-            updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
-            await updater.cancel()
 
     card = AgentCard(
         name="sdk echo",
@@ -193,7 +165,7 @@ def sdk_app(base: str) -> Any:
     )
     configs = InMemoryPushNotificationConfigStore()
     handler = DefaultRequestHandler(
-        agent_executor=Echo(),
+        agent_executor=executor,
         task_store=InMemoryTaskStore(),
         agent_card=card,
         push_config_store=configs,
@@ -210,13 +182,15 @@ def sdk_app(base: str) -> Any:
 
 @pytest.fixture(scope="module")
 def sdk_server() -> Iterator[str]:
-    """The sdk app served by uvicorn in a thread (scripts/bench_local.py's server)."""
+    """The sdk app served by uvicorn in a thread (scripts/bench_local.py's server and echo
+    executor)."""
     import sys
 
     bench = load_script("bench_local.py", "bench_local_for_remote", register=True)
     try:
         port = bench._free_port()
-        with bench._serving(sdk_app(f"http://127.0.0.1:{port}"), port) as url:
+        app = sdk_app(f"http://127.0.0.1:{port}", bench.sdk_echo_executor())
+        with bench._serving(app, port) as url:
             yield url
     finally:
         sys.modules.pop("bench_local_for_remote", None)
