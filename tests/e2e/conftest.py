@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from tests.e2e.coverage import (
     operation,
     session_record,
 )
+from tests.ports import listen_port
 
 # Names the e2e modules import from here.
 __all__ = ["CARD_PATH", "CHECK_FAILURES", "SEEN", "Seen", "operation"]
@@ -247,19 +247,13 @@ class DevServer:
         return self.log_path.read_text(errors="replace")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def dev_server_running(
     log_dir: Path, *, args: tuple[str, ...] = (), env: dict[str, str] | None = None
 ) -> Iterator[DevServer]:
     """`scripts/dev --port N [args]` with extra environment, until SIGINT (which must stop it
     cleanly and promptly)."""
-    port = _free_port()
+    port = listen_port()
     log_path = log_dir / "dev.log"
     base_url = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:

@@ -9,7 +9,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 
 from a2a_serverless.cli import main
 from tests.integration.test_event_samples import SAMPLES
+from tests.ports import listen_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
@@ -176,12 +176,6 @@ def test_a_new_project_passes_its_own_test(tmp_path: Path) -> None:
 # -- dev --reload ------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def card_name(base: str, timeout: float, not_: str | None = None) -> str:
     """The served card's name, once the server answers (and the name is not `not_`)."""
     deadline = time.monotonic() + timeout
@@ -219,7 +213,7 @@ def running(args: list[str], cwd: Path, log: Path) -> Iterator[subprocess.Popen[
 def test_dev_reload_serves_the_projects_flow_and_picks_up_an_edit(tmp_path: Path) -> None:
     project = tmp_path / "desk"
     assert main(["new", str(project), "--name", "desk"]) == 0
-    port = free_port()
+    port = listen_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "dev.log"
     with running(command("dev", "--reload", "--port", str(port)), project, log) as server:

@@ -27,6 +27,7 @@ from a2a_serverless.models import (
 from a2a_serverless.push.remote import RemoteA2AError, RemoteAgent
 from tests.e2e.conftest import LOCAL_PRINCIPAL_HEADER, DevServer, new_principal
 from tests.integration.webhooks import Webhooks, always
+from tests.ports import listen_port
 from tests.scripts import load_script
 
 pytestmark = pytest.mark.e2e
@@ -188,7 +189,7 @@ def sdk_server() -> Iterator[str]:
 
     bench = load_script("bench_local.py", "bench_local_for_remote", register=True)
     try:
-        port = bench._free_port()
+        port = listen_port()
         app = sdk_app(f"http://127.0.0.1:{port}", bench.sdk_echo_executor())
         with bench._serving(app, port) as url:
             yield url

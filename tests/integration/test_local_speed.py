@@ -25,6 +25,7 @@ from a2a_serverless.local import moto_fidelity, moto_speedups
 from a2a_serverless.local.patching import Patches
 from tests.helpers import create_indexed_table
 from tests.integration.harness import wait_idle
+from tests.ports import listen_port
 from tests.scripts import load_script
 
 TABLE = "speed"
@@ -541,7 +542,7 @@ def test_bench_clients_run_in_a_process_of_their_own() -> None:
     """scripts/bench_local.py measures from a client process (the server keeps its own GIL):
     a workload run that way against a served app gives its figure back, and a failing one
     raises with the client's error."""
-    with _bench_local() as bench, bench._serving(bench.sdk_app()) as url:
+    with _bench_local() as bench, bench._serving(bench.sdk_app(), listen_port()) as url:
         rate = bench.run_clients("non_blocking", url, clients=2, tasks=4, headers=bench.HEADERS)
         assert rate > 0
         with pytest.raises(RuntimeError, match="bench client non_blocking failed"):

@@ -21,6 +21,8 @@ import h11
 import httpx
 import pytest
 
+from tests.ports import listen_port
+
 ROOT = Path(__file__).resolve().parents[2]
 # The three Web Adapter functions share one run.sh (tests/template/test_functions.py).
 RUN_SH = ROOT / "functions" / "get_task" / "run.sh"
@@ -123,17 +125,11 @@ async def app(scope, receive, send):
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Server:
     """run.sh in `cwd` (its app.py), on a free $PORT."""
 
     def __init__(self, cwd: Path, env: dict[str, str], log: Path) -> None:
-        self.port = _free_port()
+        self.port = listen_port()
         self.log = log
         # Where the test app records what a disconnect reached (the test app only).
         self.disconnects = Path(env.get("DISCONNECT_LOG", os.devnull))
