@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import DEV_SCRIPT
+from tests.ports import listen_port
 
 pytestmark = pytest.mark.e2e
 
@@ -41,12 +41,6 @@ research = Research()
 """
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def user_dir(tmp_path: Path) -> Path:
     package = tmp_path / "my_agent"
@@ -59,7 +53,7 @@ def user_dir(tmp_path: Path) -> Path:
 def _served_shouts(user_dir: Path, *arguments: str) -> None:
     """scripts/dev with `arguments`, from the user's folder: it starts, a send is answered by
     the Shout flow, and Ctrl-C stops it cleanly."""
-    port = _port()
+    port = listen_port()
     process = subprocess.Popen(
         [str(DEV_SCRIPT), "--port", str(port), *arguments],
         cwd=user_dir,
@@ -97,7 +91,7 @@ def test_a_flow_in_the_users_folder_is_served(user_dir: Path) -> None:
 
 def test_a_flow_that_cannot_load_stops_the_stack_at_startup(user_dir: Path) -> None:
     result = subprocess.run(
-        [str(DEV_SCRIPT), "--port", str(_port()), "--flow", "my_agent.missing:flow"],
+        [str(DEV_SCRIPT), "--port", str(listen_port()), "--flow", "my_agent.missing:flow"],
         cwd=user_dir,
         capture_output=True,
         text=True,
@@ -111,7 +105,7 @@ def test_a_flow_that_cannot_load_stops_the_stack_at_startup(user_dir: Path) -> N
 def test_a_bad_setting_stops_the_stack_at_startup_naming_it(user_dir: Path) -> None:
     """A variable exported before the command wins over the template's: a bad one is named."""
     result = subprocess.run(
-        [str(DEV_SCRIPT), "--port", str(_port())],
+        [str(DEV_SCRIPT), "--port", str(listen_port())],
         cwd=user_dir,
         capture_output=True,
         text=True,
@@ -130,7 +124,7 @@ def test_a_flow_whose_steps_outlast_the_workflow_stops_the_stack_naming_the_one_
     out 150 s into its step); with the workflow the message names, the same flow is served."""
     flow = ["--flow", "my_agent.flow:research"]
     result = subprocess.run(
-        [str(DEV_SCRIPT), "--port", str(_port()), *flow],
+        [str(DEV_SCRIPT), "--port", str(listen_port()), *flow],
         cwd=user_dir,
         capture_output=True,
         text=True,
