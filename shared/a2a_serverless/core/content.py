@@ -23,6 +23,7 @@ from a2a_serverless.models import (
 from a2a_serverless.store.content import (
     DEFAULT_MEDIA_TYPES,
     REF_SCHEME,
+    event_with,
     kind_of,
     stored_name,
 )
@@ -86,23 +87,12 @@ def _task(task: Task, links: ContentLinks) -> Task:
 def _event(event: StreamResponse, links: ContentLinks) -> StreamResponse:
     if event.task is not None:
         return event.model_copy(update={"task": _task(event.task, links)})
-    if event.status_update is not None:
-        update = event.status_update
-        status = _status(update.status, update.task_id, links)
-        return _with(event, "status_update", "status", status)
-    if event.artifact_update is not None:
-        chunk = event.artifact_update
-        artifact = _artifact(chunk.artifact, chunk.task_id, links)
-        return _with(event, "artifact_update", "artifact", artifact)
-    return event  # a direct reply's message: never stored, so it holds no reference
-
-
-def _with(event: StreamResponse, payload: str, field: str, value: object) -> StreamResponse:
-    """`event` with its `payload`'s `field` set to `value` (itself when that is unchanged)."""
-    inner = getattr(event, payload)
-    if getattr(inner, field) is value:
-        return event
-    return event.model_copy(update={payload: inner.model_copy(update={field: value})})
+    # A direct reply's message is never stored, so it holds no reference.
+    return event_with(
+        event,
+        lambda task_id, status: _status(status, task_id, links),
+        lambda task_id, artifact: _artifact(artifact, task_id, links),
+    )
 
 
 def present(value: Presented, links: ContentLinks | None) -> Presented:

@@ -38,7 +38,6 @@ stored (a large part is a reference: `ctx.open` it, or `ctx.restore(message)`).
 from __future__ import annotations
 
 import asyncio
-import base64
 import importlib
 import inspect
 import io
@@ -67,7 +66,7 @@ from a2a_serverless.store.content import (
     ContentStore,
     IterableReader,
     Kind,
-    dumps,
+    content_of,
     kind_of,
     read_all,
     reference,
@@ -240,7 +239,8 @@ class StepContext:
         elif part.url is not None:
             return self._fetch(part.url, self.fetch_max_bytes if max_bytes is None else max_bytes)
         else:
-            stream = io.BytesIO(_inline_bytes(part))
+            content = content_of(part)
+            stream = io.BytesIO(content[1] if content is not None else b"")
         return io.BufferedReader(_Capped(stream, max_bytes))
 
     def read(self, part: Part, max_bytes: int | None = None) -> bytes:
@@ -395,16 +395,6 @@ def _is_file(part: Part) -> bool:
         return True
     name = stored_name(part)
     return kind_of(name) is Kind.RAW if name is not None else part.url is not None
-
-
-def _inline_bytes(part: Part) -> bytes:
-    """The bytes of a part that holds its content: raw decoded, text as UTF-8, data as JSON."""
-    if part.raw is not None:
-        padded = part.raw + "=" * (-len(part.raw) % 4)
-        return base64.b64decode(padded.replace("-", "+").replace("_", "/"))
-    if part.text is not None:
-        return part.text.encode("utf-8", "surrogatepass")
-    return dumps(part.data).encode("utf-8", "surrogatepass")
 
 
 def _guess_type(filename: str | None) -> str:

@@ -16,12 +16,12 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 from typing import IO, Any, Protocol
 from urllib.parse import quote
 
-from a2a_serverless.models import Artifact, Message, Part
+from a2a_serverless.models import Artifact, Message, Part, StreamResponse, TaskStatus
 
 REF_SCHEME = "a2a-content:"
 _NAME = re.compile(r"(text|data|raw|state)\.[A-Za-z0-9_-]{1,120}")
@@ -102,7 +102,7 @@ def part_bytes(part: Part) -> int:
     return len(dumps(part.wire()).encode("utf-8", "surrogatepass"))
 
 
-def _content_of(part: Part) -> tuple[Kind, bytes] | None:
+def content_of(part: Part) -> tuple[Kind, bytes] | None:
     """The kind and bytes a part's content is stored as; None for a `url` part (kept as
     given)."""
     if part.text is not None:
@@ -113,6 +113,29 @@ def _content_of(part: Part) -> tuple[Kind, bytes] | None:
     if part.url is not None:
         return None
     return Kind.DATA, dumps(part.data).encode("utf-8", "surrogatepass")
+
+
+def event_with(
+    event: StreamResponse,
+    status: Callable[[str, TaskStatus], TaskStatus],
+    artifact: Callable[[str, Artifact], Artifact],
+) -> StreamResponse:
+    """`event` with its status update's status or its artifact update's artifact as `status`
+    or `artifact` make it (given the event's task id); the same event when that is unchanged
+    (or the event is neither)."""
+    if event.status_update is not None:
+        payload, field = "status_update", "status"
+        inner: Any = event.status_update
+        changed: Any = status(inner.task_id, inner.status)
+    elif event.artifact_update is not None:
+        payload, field = "artifact_update", "artifact"
+        inner = event.artifact_update
+        changed = artifact(inner.task_id, inner.artifact)
+    else:
+        return event
+    if changed is getattr(inner, field):
+        return event
+    return event.model_copy(update={payload: inner.model_copy(update={field: changed})})
 
 
 def media_type_of(part: Part, kind: Kind) -> str:
@@ -151,7 +174,9 @@ class ContentRule:
     ) -> list[Part] | None:
         if self.store is None:
             return None
-        frame = len(dumps({**holder.wire(), "parts": []}).encode("utf-8", "surrogatepass"))
+        # The holder without its parts: its content is measured part by part below.
+        empty = holder.model_copy(update={"parts": []})
+        frame = len(dumps(empty.wire()).encode("utf-8", "surrogatepass"))
         budget = limit - frame - len(parts)  # a comma between parts
         out = self.parts(task_id, parts, budget)
         return None if all(a is b for a, b in zip(out, parts, strict=True)) else out
@@ -179,7 +204,7 @@ class ContentRule:
         return out
 
     def _store_part(self, task_id: str, part: Part) -> Part:
-        content = _content_of(part)
+        content = content_of(part)
         if content is None:
             return part  # a url part (a reference too): kept as given
         kind, body = content

@@ -36,6 +36,7 @@ from a2a_serverless.store.base import (
     TooLarge,
     status_update,
 )
+from a2a_serverless.store.content import event_with
 from a2a_serverless.store.dynamodb.keys import n, s
 from a2a_serverless.store.dynamodb.table import DynamoDBTable
 from a2a_serverless.store.fold import fold_events, task_from_events
@@ -170,21 +171,12 @@ class DynamoDBTaskLog(DynamoDBTable):
         )
 
     def _kept_event(self, task_id: str, event: StreamResponse) -> StreamResponse:
-        if event.status_update is not None:
-            update = event.status_update
-            status = self._kept_status(task_id, update.status)
-            if status is update.status:
-                return event
-            return status_update(update.task_id, update.context_id, status)
-        if event.artifact_update is not None:
-            chunk = event.artifact_update
-            limit = limits.MAX_EVENT_BYTES - _ARTIFACT_EVENT_FRAME_BYTES
-            artifact = self.content.artifact(task_id, chunk.artifact, limit)
-            if artifact is chunk.artifact:
-                return event
-            kept = chunk.model_copy(update={"artifact": artifact})
-            return event.model_copy(update={"artifact_update": kept})
-        return event
+        limit = limits.MAX_EVENT_BYTES - _ARTIFACT_EVENT_FRAME_BYTES
+        return event_with(
+            event,
+            lambda _, status: self._kept_status(task_id, status),
+            lambda _, artifact: self.content.artifact(task_id, artifact, limit),
+        )
 
     def _flow_state(self, task_id: str, flow_state: dict[str, Any]) -> tuple[str, str | None]:
         """(the header's flowState JSON, the stored state's object name or None): a state over
