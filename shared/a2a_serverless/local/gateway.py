@@ -247,8 +247,13 @@ class Gateway:
                 if admitted.authorizer is not None:
                     context["authorizer"] = admitted.authorizer
                 context["identity"].update(admitted.identity)
-        headers.append((REQUEST_CONTEXT_HEADER, json.dumps(context).encode()))
-        event = invocation_bytes(scope, resource, path_parameters, context, body)
+        context_json = json.dumps(context).encode()
+        headers.append((REQUEST_CONTEXT_HEADER, context_json))
+        event = (
+            invocation_bytes(scope, resource, path_parameters, context, body)
+            if _may_pass_invoke_limit(scope, body, len(context_json))
+            else 0
+        )
         if event > MAX_INVOKE_BYTES:
             status, response_headers, response_body = INVOKE_TOO_LARGE
             logger.warning("%s: a %d-byte event is over Lambda's payload limit", resource, event)
@@ -339,6 +344,14 @@ class Gateway:
 def _content_length(scope: dict[str, Any]) -> int | None:
     value = next((v for k, v in scope["headers"] if k.lower() == b"content-length"), None)
     return int(value) if value is not None and value.strip().isdigit() else None
+
+
+def _may_pass_invoke_limit(scope: dict[str, Any], body: bytes, context_bytes: int) -> bool:
+    """Whether the request's event could pass MAX_INVOKE_BYTES, so that it is worth measuring:
+    a body byte escapes to at most 6 bytes of JSON, headers and query go in twice (escaped),
+    the request context once, the rest is under 16 KiB."""
+    head = sum(len(k) + len(v) for k, v in scope["headers"]) + len(scope.get("query_string", b""))
+    return 6 * len(body) + 12 * head + 6 * context_bytes + 16 * 1024 > MAX_INVOKE_BYTES
 
 
 def invocation_bytes(
