@@ -206,6 +206,21 @@ MESSAGE_BOUNDS = [
         {"part": {"text": "x", "mediaType": url_of(L.MAX_PART_MEDIA_TYPE_BYTES, MEDIA)}},
         {"part": {"text": "x", "mediaType": url_of(L.MAX_PART_MEDIA_TYPE_BYTES + 1, MEDIA)}},
     ),
+    (
+        "message",  # what stays in the item however much content is stored
+        {"metadata": {"k": "m" * (L.MAX_MESSAGE_FRAME_BYTES - 1024)}},
+        {"metadata": {"k": "m" * L.MAX_MESSAGE_FRAME_BYTES}},
+    ),
+    (
+        "message",
+        {"part": {"text": "x", "metadata": {"k": "m" * (L.MAX_MESSAGE_FRAME_BYTES - 1024)}}},
+        {"part": {"text": "x", "metadata": {"k": "m" * L.MAX_MESSAGE_FRAME_BYTES}}},
+    ),
+    (
+        "message.parts[0].url",
+        {"part": {"url": "https://example.com/a2a-content:raw.x"}},
+        {"part": {"url": "a2a-content:raw.x"}},
+    ),
 ]
 
 

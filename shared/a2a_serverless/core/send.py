@@ -313,8 +313,14 @@ class MessageSender:
             {
                 "referenceTaskIds": message.reference_task_ids,
                 "extensions": message.extensions,
+                "metadata": message.metadata,
                 "parts": [
-                    {"url": part.url, "filename": part.filename, "mediaType": part.media_type}
+                    {
+                        "url": part.url,
+                        "filename": part.filename,
+                        "mediaType": part.media_type,
+                        "metadata": part.metadata,
+                    }
                     for part in message.parts
                 ],
             },
