@@ -28,6 +28,8 @@ from a2a_serverless.store import (
     ApiKeyRecord,
     ConflictError,
     Dedupe,
+    DelegationRecord,
+    DelegationState,
     InvalidPageToken,
     LeaseGrant,
     ListQuery,
@@ -35,9 +37,12 @@ from a2a_serverless.store import (
     StatusChange,
     TaskRecord,
     TaskSnapshot,
+    TooLarge,
+    round_of_key,
 )
 from a2a_serverless.store.base import ListedContents
 from a2a_serverless.store.content import object_key
+from a2a_serverless.store.dynamodb import delegations as table_delegations
 from a2a_serverless.store.dynamodb import keys
 from a2a_serverless.store.fold import fold_events, task_from_events
 from a2a_serverless.store.s3 import PART_BYTES, read_full
@@ -81,7 +86,8 @@ def _status_ts(status: models.TaskStatus) -> str:
 
 
 class InMemoryTaskStore:
-    """TaskLogStore + TaskListing + PushConfigStore + DeliveryStateStore in memory."""
+    """TaskLogStore + TaskListing + PushConfigStore + DeliveryStateStore + DelegationStore in
+    memory."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # one "transaction" at a time, like conditional writes
@@ -89,6 +95,8 @@ class InMemoryTaskStore:
         self.dedupes: dict[tuple[str, str], tuple[str, str, int]] = {}
         self.pushes: dict[tuple[str, str], _Push] = {}
         self._expired: set[str] = set()  # tasks TTL removed, not yet counted off
+        self.delegations: dict[tuple[str, str], DelegationRecord] = {}  # (task, key)
+        self.seen: set[tuple[str, str, str]] = set()  # (task, key, digest)
 
     # -- task log --------------------------------------------------------------------------
 
@@ -338,6 +346,9 @@ class InMemoryTaskStore:
         with self._lock:
             task = self.tasks.pop(task_id)
             self._expired.add(task_id)
+            for found in [k for k in self.delegations if k[0] == task_id]:
+                del self.delegations[found]
+            self.seen = {seen for seen in self.seen if seen[0] != task_id}
         record = task.record
         return {
             "pk": f"T#{task_id}",
@@ -429,6 +440,191 @@ class InMemoryTaskStore:
         found = self.pushes.get((task_id, config_id))
         if found is not None:
             found.failures = 0
+
+    # -- delegations (the table's bounds: store/dynamodb/delegations.py) -------------------
+
+    def begin_round(
+        self,
+        task_id: str,
+        turn: int,
+        step: int,
+        records: list[DelegationRecord],
+        flow_state: dict[str, Any],
+    ) -> bool:
+        round = f"{turn}.{step}"
+        if not 0 < len(records) <= table_delegations.MAX_ROUND_RECORDS:
+            raise ValueError("a round has 1 to 99 delegations")
+        if any(round_of_key(r.key) != round for r in records):
+            raise ValueError(f"every delegation of round {round} has a key {round}.{{index}}")
+        if len({r.key for r in records}) != len(records):
+            raise ValueError("a round's delegations have distinct keys")
+        for record in records:
+            if record.task_id != task_id or keys.delegation_sk(record.key) is None:
+                raise ValueError(f"{record.key!r} is no delegation of {task_id}")
+            size = keys.item_bytes(keys.delegation_values(record))
+            if size > table_delegations.MAX_DELEGATION_BYTES:
+                raise TooLarge(
+                    "a delegation", size, table_delegations.MAX_DELEGATION_BYTES, "MAX_ITEM_BYTES"
+                )
+        with self._lock:
+            task = self._task(task_id)
+            live = (
+                task is not None
+                and task.record.turn == turn
+                and task.record.state == models.TaskState.WORKING
+            )
+            if not live or (
+                task is not None
+                and task.record.flow_step is not None
+                and task.record.flow_step >= (turn, step)
+            ):
+                if live and (task_id, records[0].key) in self.delegations:
+                    return False
+                raise ConflictError("task moved on", ("header",))
+            assert task is not None
+            now = models.format_timestamp(datetime.now(UTC))
+            for record in records:
+                stored = copy.deepcopy(record)
+                stored.updated_at = stored.updated_at or now
+                self.delegations[(task_id, record.key)] = stored
+            task.record.flow_state = copy.deepcopy(flow_state)
+            task.record.flow_step = (turn, step)
+            task.record.delegation_round = round
+            task.record.waiting = True
+            return True
+
+    def get_delegation(self, task_id: str, key: str) -> DelegationRecord | None:
+        found = self.delegations.get((task_id, key))
+        return copy.deepcopy(found) if found else None
+
+    def _delegations(self, task_id: str, prefix: str | None) -> list[DelegationRecord]:
+        found = [
+            (keys.delegation_sk(key) or "", record)
+            for (tid, key), record in self.delegations.items()
+            if tid == task_id
+        ]
+        return [
+            copy.deepcopy(record)
+            for sk, record in sorted(found, key=lambda pair: pair[0])
+            if prefix is not None and sk.startswith(prefix)
+        ]
+
+    def round_delegations(self, task_id: str, round: str) -> list[DelegationRecord]:
+        return self._delegations(task_id, keys.round_sk_prefix(round))
+
+    def task_delegations(self, task_id: str) -> list[DelegationRecord]:
+        return self._delegations(task_id, keys.DELEGATION_PREFIX)
+
+    def _touched(self, record: DelegationRecord) -> None:
+        record.updated_at = models.format_timestamp(datetime.now(UTC))
+
+    def mark_sent(
+        self,
+        task_id: str,
+        key: str,
+        mode: str,
+        deadline: float,
+        remote_task_id: str | None,
+        remote_context_id: str | None,
+    ) -> bool:
+        with self._lock:
+            found = self.delegations.get((task_id, key))
+            if found is None or found.state != DelegationState.SENDING:
+                return False
+            found.state, found.mode, found.deadline = DelegationState.WAITING, mode, deadline
+            if found.remote_task_id is None:
+                found.remote_task_id = remote_task_id
+            if found.remote_context_id is None:
+                found.remote_context_id = remote_context_id
+            self._touched(found)
+            return True
+
+    def record_status(
+        self, task_id: str, key: str, state: str, at: str, message: dict[str, Any] | None
+    ) -> bool:
+        order = keys.status_order(at)
+        _check_remote_message(message)
+        with self._lock:
+            found = self.delegations.get((task_id, key))
+            if found is None or found.state == DelegationState.SETTLED:
+                return False
+            applied = found.remote_status_at
+            if applied is not None and keys.status_order(applied) >= order:
+                return False
+            found.remote_state, found.remote_status_at = state, at
+            found.remote_message = copy.deepcopy(message)
+            self._touched(found)
+            return True
+
+    def bind_remote_task(
+        self, task_id: str, key: str, remote_task_id: str, context_id: str
+    ) -> bool:
+        with self._lock:
+            found = self.delegations.get((task_id, key))
+            if found is None:
+                return False
+            if found.remote_task_id is None:
+                found.remote_task_id = remote_task_id
+                found.remote_context_id = found.remote_context_id or context_id
+            return found.remote_task_id == remote_task_id
+
+    def count_poll(self, task_id: str, key: str) -> None:
+        with self._lock:
+            found = self.delegations.get((task_id, key))
+            if found is not None:
+                found.polls += 1
+
+    def settle(
+        self,
+        task_id: str,
+        key: str,
+        outcome: str,
+        error: str | None = None,
+        state: str | None = None,
+        message: dict[str, Any] | None = None,
+    ) -> bool:
+        _check_remote_message(message)
+        with self._lock:
+            found = self.delegations.get((task_id, key))
+            if found is None or found.state == DelegationState.SETTLED:
+                return False
+            found.state, found.outcome = DelegationState.SETTLED, outcome
+            if error is not None:
+                found.error = table_delegations.cut_error(error)
+            if state is not None:
+                found.remote_state = state
+            if message is not None:
+                found.remote_message = copy.deepcopy(message)
+            self._touched(found)
+            return True
+
+    def note_seen(self, task_id: str, key: str, digest: str) -> bool:
+        sk = keys.seen_sk(key, digest)
+        with self._lock:
+            if sk is None or not keys.key_fits(keys.task_key(task_id, sk)):
+                return False  # no delegation has that key: the table could not hold it
+            if (task_id, key, digest) in self.seen:
+                return False
+            self.seen.add((task_id, key, digest))
+            return True
+
+    def end_wait(self, task_id: str, round: str) -> bool:
+        with self._lock:
+            task = self._task(task_id)
+            if task is None or not task.record.waiting or task.record.delegation_round != round:
+                return False
+            task.record.waiting = False
+            return True
+
+    def resume_wait(self, task_id: str, round: str) -> None:
+        with self._lock:
+            task = self._task(task_id)
+            if (
+                task is not None
+                and task.record.state == models.TaskState.WORKING
+                and task.record.delegation_round == round
+            ):
+                task.record.waiting = True
 
 
 class InMemoryApiKeyStore:
@@ -539,6 +735,17 @@ class InMemoryContentStore:
 
     def link(self, task_id: str, name: str) -> str:
         return f"https://content.example/{object_key(task_id, name)}?signed"
+
+
+def _check_remote_message(message: dict[str, Any] | None) -> None:
+    """TooLarge for a remote message past the table's bound for it."""
+    if message is not None:
+        keys.checked_json(
+            message,
+            "the remote status message",
+            table_delegations.MAX_REMOTE_MESSAGE_BYTES,
+            "MAX_STATUS_MESSAGE_BYTES",
+        )
 
 
 def _orphan(task_id: str) -> TaskRecord:

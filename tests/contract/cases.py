@@ -32,11 +32,14 @@ from a2a_serverless.store import (
     ApiKeyStore,
     ConflictError,
     Dedupe,
+    DelegationRecord,
+    DelegationState,
     InvalidPageToken,
     ListQuery,
     StatusChange,
     TaskRecord,
     TaskStore,
+    TooLarge,
     status_update,
 )
 
@@ -775,6 +778,341 @@ def test_ids_longer_than_a_key_can_hold_name_nothing(store: TaskStore) -> None:
     assert store.queue_behind(task_id, huge_config, 1) is False
     assert store.find_dedupe("o" * 3000, "m") is None
     assert [c.id for c, _ in store.list_push_configs(task_id)] == ["c"]
+
+
+# -- delegations -----------------------------------------------------------------------------
+
+
+def working(store: TaskStore) -> TaskRecord:
+    """A new task, WORKING in turn 1 (its first step running)."""
+    record = create(store, uid("owner"))
+    move(store, record, TaskState.WORKING, 2)
+    return record
+
+
+def delegation(task_id: str, key: str, **fields: Any) -> DelegationRecord:
+    text = {"messageId": uid("m"), "role": "ROLE_USER", "parts": [{"text": f"to {key}"}]}
+    values: dict[str, Any] = {"agent_url": "https://agent.example/", "token": uid("tok")}
+    return DelegationRecord(task_id, key, **{**values, "message": text, **fields})
+
+
+def begin(
+    store: TaskStore, task_id: str, turn: int, step: int, count: int = 1, **fields: Any
+) -> list[DelegationRecord]:
+    """Begin round `turn.step` of `count` delegations; returns them as given."""
+    records = [
+        delegation(task_id, f"{turn}.{step}.{i}", count=count, **fields) for i in range(count)
+    ]
+    assert store.begin_round(task_id, turn, step, records, {"at": f"{turn}.{step}"}) is True
+    return records
+
+
+def test_a_round_begins_once_and_the_header_shows_it(store: TaskStore) -> None:
+    record = working(store)
+    task_id = record.task_id
+    before = store.get_record(task_id)
+    assert before is not None and (before.delegation_round, before.waiting) == (None, False)
+    records = begin(store, task_id, 1, 1, count=2, wait="first")
+    got = store.get_record(task_id)
+    assert got is not None
+    assert (got.delegation_round, got.waiting) == ("1.1", True)
+    assert (got.flow_step, got.flow_state) == ((1, 1), {"at": "1.1"})
+    assert [(d.key, d.token, d.state) for d in store.round_delegations(task_id, "1.1")] == [
+        (r.key, r.token, DelegationState.SENDING) for r in records
+    ]
+    # A re-run of the step (new tokens, another state): nothing written, the first kept.
+    again = [delegation(task_id, r.key, count=2) for r in records]
+    assert store.begin_round(task_id, 1, 1, again, {"at": "again"}) is False
+    assert [d.token for d in store.round_delegations(task_id, "1.1")] == [r.token for r in records]
+    kept = store.get_record(task_id)
+    assert kept is not None and kept.flow_state == {"at": "1.1"}
+    with pytest.raises(ConflictError):  # the step's outcome is saved
+        store.save_flow_state(task_id, 1, {"at": "late"}, step=1)
+
+
+def test_a_delegation_reads_back_as_written(store: TaskStore) -> None:
+    task_id = working(store).task_id
+    given = delegation(
+        task_id,
+        "1.1.0",
+        agent_url="https://b.example/agent/",
+        wait="first",
+        count=1,
+        forward=True,
+        timeout_seconds=90,
+        credentials="stack/agents/b.example",
+        turn_context={"caller": {"owner": "o"}, "metadata": {"k": ["v", 1, None]}},
+        updated_at="2026-01-01T00:00:00.000Z",
+    )
+    assert store.begin_round(task_id, 1, 1, [given], {}) is True
+    assert store.get_delegation(task_id, "1.1.0") == given
+    assert store.task_delegations(task_id) == [given]
+    assert given.round == "1.1"
+
+
+def test_a_round_does_not_begin_on_a_task_that_moved_on(store: TaskStore) -> None:
+    submitted = create(store, uid("owner"))
+    with pytest.raises(ConflictError) as raised:
+        store.begin_round(submitted.task_id, 1, 1, [delegation(submitted.task_id, "1.1.0")], {})
+    assert raised.value.failed == ("header",)
+    assert store.task_delegations(submitted.task_id) == []
+
+    record = working(store)
+    task_id = record.task_id
+    with pytest.raises(ConflictError):  # another turn
+        store.begin_round(task_id, 2, 1, [delegation(task_id, "2.1.0")], {})
+    store.save_flow_state(task_id, 1, {}, step=2)
+    with pytest.raises(ConflictError):  # a step whose outcome is saved, with no round
+        store.begin_round(task_id, 1, 2, [delegation(task_id, "1.2.0")], {})
+    begin(store, task_id, 1, 3)
+    move(store, record, TaskState.CANCELED, 3)
+    with pytest.raises(ConflictError):  # begun, then canceled: a re-run goes no further
+        store.begin_round(task_id, 1, 3, [delegation(task_id, "1.3.0")], {})
+    with pytest.raises(ConflictError):  # canceled: no new round
+        store.begin_round(task_id, 1, 4, [delegation(task_id, "1.4.0")], {})
+    assert [d.key for d in store.task_delegations(task_id)] == ["1.3.0"]
+    got = store.get_record(task_id)
+    assert got is not None and got.delegation_round == "1.3"
+
+
+def test_a_delegation_past_the_item_budget_is_refused(store: TaskStore) -> None:
+    task_id = working(store).task_id
+    huge = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x" * 400_000}]}
+    small = delegation(task_id, "1.1.0")
+    with pytest.raises(TooLarge):
+        store.begin_round(task_id, 1, 1, [small, delegation(task_id, "1.1.1", message=huge)], {})
+    assert store.task_delegations(task_id) == []
+    got = store.get_record(task_id)
+    assert got is not None and (got.flow_step, got.delegation_round, got.waiting) == (
+        None,
+        None,
+        False,
+    )
+    assert store.begin_round(task_id, 1, 1, [small], {}) is True  # nothing was written
+
+
+def test_mark_sent_moves_only_a_sending_delegation(store: TaskStore) -> None:
+    task_id = working(store).task_id
+    begin(store, task_id, 1, 1, count=2)
+    assert store.mark_sent(task_id, "1.1.0", "push", 1_800_000_000.25, "rt-1", "rc-1") is True
+    got = store.get_delegation(task_id, "1.1.0")
+    assert got is not None
+    assert (got.state, got.mode, got.deadline, got.remote_task_id, got.remote_context_id) == (
+        DelegationState.WAITING,
+        "push",
+        1_800_000_000.25,
+        "rt-1",
+        "rc-1",
+    )
+    assert store.mark_sent(task_id, "1.1.0", "poll", 1.0, "rt-2", None) is False
+    assert store.get_delegation(task_id, "1.1.0") == got
+    assert store.settle(task_id, "1.1.1", "unreachable", error="connection refused") is True
+    assert store.mark_sent(task_id, "1.1.1", "push", 1.0, None, None) is False
+    assert store.mark_sent(task_id, "1.1.9", "push", 1.0, None, None) is False  # none
+    assert store.get_delegation(task_id, "1.1.9") is None
+
+
+def test_remote_statuses_apply_in_time_order(store: TaskStore) -> None:
+    task_id = working(store).task_id
+    begin(store, task_id, 1, 1)
+    key, at = "1.1.0", "2026-01-01T00:00:01Z"
+    # Before the send's answer (a fast remote), then after it.
+    assert store.record_status(task_id, key, "TASK_STATE_SUBMITTED", at, None) is True
+    store.mark_sent(task_id, key, "push", 1.0, "rt", "rc")
+    assert store.record_status(task_id, key, "TASK_STATE_WORKING", at, None) is False  # equal
+    got = store.get_delegation(task_id, key)
+    assert got is not None and (got.state, got.remote_state) == (
+        DelegationState.WAITING,
+        "TASK_STATE_SUBMITTED",
+    )
+    question = {"messageId": "q", "role": "ROLE_AGENT", "parts": [{"text": "which?"}]}
+    assert store.record_status(task_id, key, "TASK_STATE_COMPLETED", at, None) is False  # equal
+    # Older, though later as a string ("." sorts before "Z"); the same time with an offset.
+    older = "2026-01-01T00:00:00.500Z"
+    assert store.record_status(task_id, key, "TASK_STATE_FAILED", older, None) is False
+    same = "2026-01-01T01:00:01+01:00"
+    assert store.record_status(task_id, key, "TASK_STATE_FAILED", same, None) is False
+    newer = "2026-01-01T00:00:01.000001Z"
+    assert store.record_status(task_id, key, "TASK_STATE_INPUT_REQUIRED", newer, question)
+    got = store.get_delegation(task_id, key)
+    assert got is not None
+    assert (got.remote_state, got.remote_status_at, got.remote_message) == (
+        "TASK_STATE_INPUT_REQUIRED",
+        newer,
+        question,
+    )
+    later = "2026-01-01T00:00:02+00:00"
+    assert store.record_status(task_id, key, "TASK_STATE_WORKING", later, None) is True
+    got = store.get_delegation(task_id, key)
+    assert got is not None and (got.remote_state, got.remote_message) == (
+        "TASK_STATE_WORKING",
+        None,
+    )
+    store.settle(task_id, key, "completed")
+    last = "2026-01-01T00:00:03Z"
+    assert store.record_status(task_id, key, "TASK_STATE_WORKING", last, None) is False
+    assert store.record_status(task_id, "1.1.5", "TASK_STATE_WORKING", last, None) is False
+
+
+def test_a_delegation_settles_once(store: TaskStore) -> None:
+    task_id = working(store).task_id
+    begin(store, task_id, 1, 1, count=2)
+    store.mark_sent(task_id, "1.1.0", "poll", 1.0, "rt", "rc")
+    answer = {"messageId": "a", "role": "ROLE_AGENT", "parts": [{"text": "done"}]}
+    assert store.settle(task_id, "1.1.0", "completed", None, "TASK_STATE_COMPLETED", answer)
+    assert store.settle(task_id, "1.1.0", "failed", "late", "TASK_STATE_FAILED") is False
+    got = store.get_delegation(task_id, "1.1.0")
+    assert got is not None
+    assert (got.state, got.outcome, got.error, got.remote_state, got.remote_message) == (
+        DelegationState.SETTLED,
+        "completed",
+        None,
+        "TASK_STATE_COMPLETED",
+        answer,
+    )
+    # From SENDING too (the send failed), with an error kept to its bound.
+    assert store.settle(task_id, "1.1.1", "unreachable", error="é" * 5000) is True
+    failed = store.get_delegation(task_id, "1.1.1")
+    assert failed is not None and failed.state is DelegationState.SETTLED
+    assert failed.error and failed.error == "é" * len(failed.error)
+    assert 0 < len(failed.error.encode()) <= 2048
+    assert store.settle(task_id, "1.1.7", "failed") is False  # none
+
+
+def test_the_wait_ends_once_and_only_for_the_current_round(store: TaskStore) -> None:
+    task_id = working(store).task_id
+    assert store.end_wait(task_id, "1.1") is False  # no round yet
+    begin(store, task_id, 1, 1)
+    assert store.end_wait(task_id, "1.2") is False
+    assert store.end_wait(task_id, "1.1") is True
+    assert store.end_wait(task_id, "1.1") is False
+    got = store.get_record(task_id)
+    assert got is not None and (got.delegation_round, got.waiting) == ("1.1", False)
+    begin(store, task_id, 1, 3)
+    assert store.end_wait(task_id, "1.1") is False  # an older round: not the task's wait
+    got = store.get_record(task_id)
+    assert got is not None and (got.delegation_round, got.waiting) == ("1.3", True)
+    assert store.end_wait(task_id, "1.3") is True
+    assert store.end_wait(uid("missing"), "1.3") is False
+
+
+def test_a_wait_resumes_only_on_its_working_round(store: TaskStore) -> None:
+    """`resume_wait` undoes `end_wait` (its waker could not start the next step): one caller
+    ends the wait again. Not for another round, nor a task that moved on."""
+    record = working(store)
+    task_id = record.task_id
+    begin(store, task_id, 1, 1)
+    assert store.end_wait(task_id, "1.1") is True
+    store.resume_wait(task_id, "1.2")
+    assert store.end_wait(task_id, "1.1") is False
+    store.resume_wait(task_id, "1.1")
+    got = store.get_record(task_id)
+    assert got is not None and (got.delegation_round, got.waiting) == ("1.1", True)
+    store.resume_wait(task_id, "1.1")  # waiting already: unchanged
+    assert store.end_wait(task_id, "1.1") is True
+    assert store.end_wait(task_id, "1.1") is False
+    move(store, record, TaskState.CANCELED, 3)
+    store.resume_wait(task_id, "1.1")
+    got = store.get_record(task_id)
+    assert got is not None and got.waiting is False
+    store.resume_wait(uid("missing"), "1.1")
+    store.resume_wait("t" * 3000, "1.1")
+
+
+def test_a_notification_is_seen_once(store: TaskStore) -> None:
+    task_id = working(store).task_id
+    begin(store, task_id, 1, 1, count=2)
+    assert store.note_seen(task_id, "1.1.0", "d1") is True
+    assert store.note_seen(task_id, "1.1.0", "d1") is False
+    assert store.note_seen(task_id, "1.1.0", "d2") is True
+    assert store.note_seen(task_id, "1.1.1", "d1") is True  # another delegation's
+    long = "x" * 5000  # any digest, however long
+    assert store.note_seen(task_id, "1.1.0", long) is True
+    assert store.note_seen(task_id, "1.1.0", long) is False
+    assert [d.key for d in store.task_delegations(task_id)] == ["1.1.0", "1.1.1"]
+    # The task's reads see none of its delegation items.
+    snapshot = store.get_snapshot(task_id, None)
+    assert snapshot is not None and snapshot.seq == 2
+    assert [m.parts[0].text for m in snapshot.history] == ["hello"]
+    assert [seq for seq, _ in store.read_events(task_id, 0)] == [1, 2]
+    assert store.last_seq(task_id) == 2 and store.read_history(task_id, None) == snapshot.history
+
+
+def test_a_delegation_binds_one_remote_task(store: TaskStore) -> None:
+    task_id = working(store).task_id
+    begin(store, task_id, 1, 1)
+    assert store.bind_remote_task(task_id, "1.1.0", "rt-1", "rc-1") is True
+    assert store.bind_remote_task(task_id, "1.1.0", "rt-1", "rc-other") is True  # same task
+    assert store.bind_remote_task(task_id, "1.1.0", "rt-2", "rc-1") is False
+    # The send's answer comes after a notification: the bound task stays.
+    assert store.mark_sent(task_id, "1.1.0", "push", 1.0, "rt-1", "rc-1") is True
+    got = store.get_delegation(task_id, "1.1.0")
+    assert got is not None and (got.remote_task_id, got.remote_context_id) == ("rt-1", "rc-1")
+    assert store.bind_remote_task(task_id, "1.1.4", "rt-1", "rc-1") is False  # none
+
+
+def test_polls_are_counted(store: TaskStore) -> None:
+    task_id = working(store).task_id
+    begin(store, task_id, 1, 1)
+    store.count_poll(task_id, "1.1.0")
+    store.count_poll(task_id, "1.1.0")
+    store.count_poll(task_id, "1.1.3")  # none: nothing made
+    got = store.get_delegation(task_id, "1.1.0")
+    assert got is not None and got.polls == 2
+    assert store.get_delegation(task_id, "1.1.3") is None
+
+
+def test_delegations_read_by_round_and_in_order(store: TaskStore) -> None:
+    """Numbers order as numbers (index 10 after 2, step 10 after 9), and a round is exactly
+    its own delegations (round 1.1 is no prefix of round 1.10)."""
+    task_id = working(store).task_id
+    first = [delegation(task_id, f"1.1.{i}", count=4) for i in (10, 2, 0, 1)]
+    assert store.begin_round(task_id, 1, 1, first, {}) is True
+    begin(store, task_id, 1, 9)
+    begin(store, task_id, 1, 10, count=2)
+    assert [d.key for d in store.round_delegations(task_id, "1.1")] == [
+        "1.1.0",
+        "1.1.1",
+        "1.1.2",
+        "1.1.10",
+    ]
+    assert [d.key for d in store.round_delegations(task_id, "1.10")] == ["1.10.0", "1.10.1"]
+    assert [d.key for d in store.task_delegations(task_id)] == [
+        "1.1.0",
+        "1.1.1",
+        "1.1.2",
+        "1.1.10",
+        "1.9.0",
+        "1.10.0",
+        "1.10.1",
+    ]
+    assert store.round_delegations(task_id, "1.2") == []
+    assert store.task_delegations(working(store).task_id) == []
+
+
+def test_keys_that_name_no_delegation_find_none(store: TaskStore) -> None:
+    """The receiver's path names a delegation: any text that is not one finds nothing."""
+    task_id = working(store).task_id
+    begin(store, task_id, 1, 1)
+    for key in ("1.1", "01.1.0", "1.1.0.0", "1.1.x", "-1.1.0", "1.1.100", "", "1.1.0#", "😀"):
+        assert store.get_delegation(task_id, key) is None, key
+        assert store.mark_sent(task_id, key, "push", 1.0, None, None) is False, key
+        assert store.bind_remote_task(task_id, key, "rt", "rc") is False, key
+    for round in ("1", "1.1.0", "01.1", "x"):
+        assert store.round_delegations(task_id, round) == [], round
+    huge = "t" * 3000
+    assert store.get_delegation(huge, "1.1.0") is None
+    assert store.task_delegations(huge) == [] and store.round_delegations(huge, "1.1") == []
+    assert store.end_wait(huge, "1.1") is False
+    assert store.mark_sent(huge, "1.1.0", "push", 1.0, None, None) is False
+    at = "2026-01-01T00:00:00Z"
+    assert store.record_status(huge, "1.1.0", "TASK_STATE_WORKING", at, None) is False
+    assert store.bind_remote_task(huge, "1.1.0", "rt", "rc") is False
+    assert store.settle(huge, "1.1.0", "failed") is False
+    assert store.note_seen(huge, "1.1.0", "d") is False
+    store.count_poll(huge, "1.1.0")
+    store.resume_wait(huge, "1.1")
+    assert store.get_delegation(task_id, "1.1.0") is not None
 
 
 # -- API keys (ApiKeyStore; fixture `api_key_store`) -----------------------------------------

@@ -10,6 +10,9 @@ from a2a_serverless.store.base import (
     ApiKeyStore,
     ConflictError,
     Dedupe,
+    DelegationRecord,
+    DelegationState,
+    DelegationStore,
     DeliveryStateStore,
     InvalidPageToken,
     LeaseGrant,
@@ -24,6 +27,7 @@ from a2a_serverless.store.base import (
     TaskSnapshot,
     TaskStore,
     TooLarge,
+    round_of_key,
     status_update,
 )
 
@@ -34,6 +38,9 @@ __all__ = [
     "ApiKeyStore",
     "ConflictError",
     "Dedupe",
+    "DelegationRecord",
+    "DelegationState",
+    "DelegationStore",
     "DeliveryStateStore",
     "InvalidPageToken",
     "LeaseGrant",
@@ -48,6 +55,7 @@ __all__ = [
     "TaskSnapshot",
     "TaskStore",
     "TooLarge",
+    "round_of_key",
     "status_update",
     "utf8_size",
 ]

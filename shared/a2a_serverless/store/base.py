@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Protocol
 
 from a2a_serverless.models import (
@@ -68,6 +69,10 @@ class TaskRecord:
     # The content store's object holding the flow state when it was too large to keep inline
     # (`flow_state` is then empty): read it with `store.content` (store/content.py).
     flow_state_ref: str | None = None
+    # The task's latest delegation round ("{turn}.{step}" of the step that delegated), and
+    # whether the task waits on it (no step runs until `end_wait`). None/False: never delegated.
+    delegation_round: str | None = None
+    waiting: bool = False
     # Set by `list_tasks` only: the page token that resumes the listing right after this
     # record (so a caller may end a page early). Not part of the task: never compared.
     page_cursor: str = field(default="", compare=False, repr=False)
@@ -297,7 +302,151 @@ class DeliveryStateStore(Protocol):
     def reset_push_failures(self, task_id: str, config_id: str) -> None: ...
 
 
-class TaskStore(TaskLogStore, TaskListing, PushConfigStore, DeliveryStateStore, Protocol):
+class DelegationState(StrEnum):
+    """Where one delegation stands."""
+
+    SENDING = "sending"  # recorded with its round; its message is not known to be sent
+    WAITING = "waiting"  # sent: the remote task runs, its news come by push or by polling
+    SETTLED = "settled"  # a result is in, or none will come: `outcome` says which
+
+
+@dataclass
+class DelegationRecord:
+    """One delegation of a step to a remote agent (a round is every delegation of one step).
+
+    `key` is "{turn}.{step}.{index}" (its round: `round_of_key`); `token` authenticates the
+    remote's push notifications for this delegation only. Remote values are as the remote
+    sent them (wire JSON), bounded by the caller before they are stored."""
+
+    task_id: str
+    key: str
+    agent_url: str
+    token: str
+    message: dict[str, Any]  # the Message to send (wire JSON)
+    state: DelegationState = DelegationState.SENDING
+    wait: str = "all"  # the round's: "all" or "first"
+    count: int = 1  # delegations in the round
+    forward: bool = False  # forward the remote's artifacts into the task as they arrive
+    timeout_seconds: int = 3600
+    credentials: str | None = None  # the secret holding the remote's headers (None: default)
+    turn_context: dict[str, Any] | None = None  # the turn's execution context (wire JSON)
+    mode: str = ""  # "push" or "poll", once the card was read
+    deadline: float = 0.0  # epoch seconds: the wait ends (timed out) then
+    remote_task_id: str | None = None
+    remote_context_id: str | None = None
+    remote_state: str | None = None  # TaskState value of the newest remote status applied
+    remote_status_at: str | None = None  # its timestamp (RFC 3339), the order of statuses
+    remote_message: dict[str, Any] | None = None  # that status's message (wire JSON)
+    outcome: str | None = None  # when SETTLED: the DelegationOutcome value
+    error: str | None = None  # when SETTLED without a remote result: why (safe to show)
+    polls: int = 0  # polls made (the backoff's position)
+    updated_at: str = ""
+
+    @property
+    def round(self) -> str:
+        return round_of_key(self.key)
+
+
+def round_of_key(key: str) -> str:
+    """The round ("{turn}.{step}") of a delegation key ("{turn}.{step}.{index}")."""
+    return key.rsplit(".", 1)[0]
+
+
+class DelegationStore(Protocol):
+    """A task's delegations to remote agents: rounds, their news, and the wait on them."""
+
+    def begin_round(
+        self,
+        task_id: str,
+        turn: int,
+        step: int,
+        records: list[DelegationRecord],
+        flow_state: dict[str, Any],
+    ) -> bool:
+        """One write: the round's records (SENDING) and the header's flow state, `flow_step`
+        (turn, step), `delegation_round` "{turn}.{step}" and `waiting`; conditional on the
+        task WORKING at `turn` with that step's outcome not saved yet. False when this round
+        began before (a re-run: its records are kept as they are); ConflictError when the task
+        moved on (canceled)."""
+        ...
+
+    def get_delegation(self, task_id: str, key: str) -> DelegationRecord | None:
+        """One delegation, read strongly consistent."""
+        ...
+
+    def round_delegations(self, task_id: str, round: str) -> list[DelegationRecord]:
+        """Every delegation of a round, by index, read strongly consistent."""
+        ...
+
+    def task_delegations(self, task_id: str) -> list[DelegationRecord]:
+        """Every delegation of the task, oldest round first."""
+        ...
+
+    def mark_sent(
+        self,
+        task_id: str,
+        key: str,
+        mode: str,
+        deadline: float,
+        remote_task_id: str | None,
+        remote_context_id: str | None,
+    ) -> bool:
+        """SENDING → WAITING with what the send told; False when not SENDING (nothing
+        written)."""
+        ...
+
+    def record_status(
+        self, task_id: str, key: str, state: str, at: str, message: dict[str, Any] | None
+    ) -> bool:
+        """Apply a remote status newer than the one applied (`at` after
+        `remote_status_at`, or none applied) to a SENDING or WAITING delegation (a fast
+        remote's news may come before its send's answer): True. False (nothing written) for
+        an older or equal one, or a settled delegation."""
+        ...
+
+    def bind_remote_task(
+        self, task_id: str, key: str, remote_task_id: str, context_id: str
+    ) -> bool:
+        """Record the remote task a delegation's news are about, if none is recorded yet;
+        True when it is (now or before) `remote_task_id`, False when it is another task."""
+        ...
+
+    def count_poll(self, task_id: str, key: str) -> None:
+        """One more poll made (`polls`)."""
+        ...
+
+    def settle(
+        self,
+        task_id: str,
+        key: str,
+        outcome: str,
+        error: str | None = None,
+        state: str | None = None,
+        message: dict[str, Any] | None = None,
+    ) -> bool:
+        """SENDING or WAITING → SETTLED with `outcome` (and the remote's final state and
+        message when given): True once; False when already settled (nothing written)."""
+        ...
+
+    def note_seen(self, task_id: str, key: str, digest: str) -> bool:
+        """Remember that a notification (its digest) was applied: True the first time, False
+        when it was seen before. Kept as long as the task."""
+        ...
+
+    def end_wait(self, task_id: str, round: str) -> bool:
+        """Stop the task waiting on `round` (the header's `waiting`, while its
+        `delegation_round` is `round`): True for the one caller that ended it."""
+        ...
+
+    def resume_wait(self, task_id: str, round: str) -> None:
+        """Undo `end_wait` (the next step could not be started): `waiting` again, if the
+        task is still WORKING on `round`."""
+        ...
+
+
+class TaskStore(
+    TaskLogStore, TaskListing, PushConfigStore, DeliveryStateStore, DelegationStore, Protocol
+):
     """Everything the store offers (callers that need one concern take its Protocol)."""
 
 

@@ -7,6 +7,7 @@ is in keys.py (with the decoding of the table's stream records).
 from __future__ import annotations
 
 from a2a_serverless.store.dynamodb.api_keys import DynamoDBApiKeys
+from a2a_serverless.store.dynamodb.delegations import DynamoDBDelegations
 from a2a_serverless.store.dynamodb.deliveries import DynamoDBDeliveries
 from a2a_serverless.store.dynamodb.leases import DynamoDBLeases
 from a2a_serverless.store.dynamodb.listing import DynamoDBTaskListing
@@ -16,6 +17,7 @@ from a2a_serverless.store.dynamodb.tasks import DynamoDBTaskLog
 
 
 class DynamoDBTaskStore(
+    DynamoDBDelegations,  # a DynamoDBTaskLog too (it saves the flow state as the log does)
     DynamoDBTaskLog,
     DynamoDBTaskListing,
     DynamoDBPushConfigs,
@@ -30,6 +32,7 @@ class DynamoDBTaskStore(
 
 __all__ = [
     "DynamoDBApiKeys",
+    "DynamoDBDelegations",
     "DynamoDBDeliveries",
     "DynamoDBLeases",
     "DynamoDBPushConfigs",

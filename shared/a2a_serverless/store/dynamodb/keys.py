@@ -5,6 +5,9 @@ Items of the single table (template.yaml `TasksTable`), partition / sort key:
 - `T#{taskId}`: header `H`, events `E#{seq:010d}`, history `M#{n:06d}`, push configs
   `P#{configId}`; the header stands for the first events and a small first message
   (`header_events`, `with_first_message`). `T#{taskId}` / `Z`: expiry marker.
+  Delegations `R#{turn:06d}.{step:06d}.{index:02d}` and their seen notifications
+  `S#{turn:06d}.{step:06d}.{index:02d}#{sha256 of the digest}` (after the history, so reads
+  of the header, events and history never read them).
 - `O#{owner}`: ListTasks counters, `N#{shard}` per owner and `X#{contextId}` per context.
 - `D#{owner}#{messageId}` / `D`: SendMessage retry record.
 - `APIKEY#{keyId}` / `APIKEY` and `APIKEYS` / `{keyId}`: an API key and its listing copy.
@@ -20,9 +23,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
+import re
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -38,6 +43,8 @@ from a2a_serverless.models import (
 from a2a_serverless.models.limits import utf8_size
 from a2a_serverless.store.base import (
     ApiKeyRecord,
+    DelegationRecord,
+    DelegationState,
     InvalidPageToken,
     ListQuery,
     TaskRecord,
@@ -58,6 +65,8 @@ DEDUPE_SK = "D"
 API_KEY_PREFIX = "APIKEY#"
 API_KEY_SK = "APIKEY"
 API_KEY_LIST_PK = "APIKEYS"
+DELEGATION_PREFIX = "R#"  # a delegation of a step to a remote agent (store/base.py)
+SEEN_PREFIX = "S#"  # a remote notification a delegation applied
 LEASE_PREFIX = "L#"  # a pool of connection leases (IAM: dynamodb:LeadingKeys "L#*")
 LEASE_SLOT_PREFIX = "slot#"
 LEASE_ID = "leaseId"
@@ -95,6 +104,9 @@ WORKING_EVENT_SEQ = 2
 # On a task header: whether webhook configs may exist (set before the first config is written);
 # the webhook sender queries configs only where it is not false (or absent).
 HOOKS = "hooks"
+# On a task header: its latest delegation round ("{turn}.{step}") and whether it waits on it.
+DELEGATION_ROUND = "delegationRound"
+WAITING = "waiting"
 LAST_HEADER_EVENT_SEQ = WORKING_EVENT_SEQ  # a read from before this may need the header
 # A small first history message lives in its header (no item, fewer write units), only while
 # the header stays well under 1 KB, since every later header write is billed per KB of it.
@@ -487,6 +499,8 @@ def record_of(item: Mapping[str, Any]) -> TaskRecord:
         history_count=int(item.get("hcount", {"N": "0"})["N"]),
         created_at=item.get("createdAt", {}).get("S", ""),
         flow_state_ref=item[FLOW_STATE_REF]["S"] if FLOW_STATE_REF in item else None,
+        delegation_round=item[DELEGATION_ROUND]["S"] if DELEGATION_ROUND in item else None,
+        waiting=bool(item.get(WAITING, {}).get("BOOL", False)),
     )
 
 
@@ -544,6 +558,150 @@ def expired_header(image: Mapping[str, Any]) -> tuple[str, str, str, TaskState] 
         return pk.removeprefix(TASK_PREFIX), owner, context_id, TaskState(state)
     except ValueError:
         return None
+
+
+# -- delegations (store/dynamodb/delegations.py) ---------------------------------------------
+
+# The widths of a delegation key's numbers in its sort key: sort keys order as the numbers do.
+DELEGATION_WIDTHS = (6, 6, 2)  # turn, step, index
+_NUMBER = re.compile(r"0|[1-9][0-9]*")
+# A delegation item's attributes (low-level names; the record's JSON values as strings).
+DELEGATION_ATTRIBUTES = {
+    "agent_url": "url",
+    "token": "token",
+    "state": "dstate",
+    "wait": "wait",
+    "count": "count",
+    "forward": "fwd",
+    "timeout_seconds": "timeout",
+    "credentials": "cred",
+    "turn_context": "ctx",
+    "message": "msg",
+    "mode": "mode",
+    "deadline": "deadline",
+    "remote_task_id": "rtask",
+    "remote_context_id": "rctx",
+    "remote_state": "rstate",
+    "remote_status_at": "rat",
+    "remote_message": "rmsg",
+    "outcome": "outcome",
+    "error": "error",
+    "polls": "polls",
+    "updated_at": "updatedAt",
+}
+# The newest applied remote status's time in a fixed format (`status_order`): conditions
+# compare it as a string.
+STATUS_ORDER = "ratOrder"
+_JSON_FIELDS = ("message", "turn_context", "remote_message")
+_NUMBER_FIELDS = ("count", "timeout_seconds", "polls")
+
+
+def _numbers(text: str, count: int) -> list[int] | None:
+    """The `count` dot-separated decimal numbers of `text` (canonical: no sign, no leading
+    zero), each within its DELEGATION_WIDTHS; None when it is not such a text."""
+    parts = text.split(".")
+    if len(parts) != count or not all(_NUMBER.fullmatch(part) for part in parts):
+        return None
+    numbers = [int(part) for part in parts]
+    if any(len(part) > width for part, width in zip(parts, DELEGATION_WIDTHS, strict=False)):
+        return None
+    return numbers
+
+
+def _padded(numbers: list[int]) -> str:
+    return ".".join(f"{v:0{w}d}" for v, w in zip(numbers, DELEGATION_WIDTHS, strict=False))
+
+
+def delegation_sk(key: str) -> str | None:
+    """The sort key of delegation `key` ("{turn}.{step}.{index}"), None when `key` is not one
+    (a read of it finds nothing)."""
+    numbers = _numbers(key, 3)
+    return None if numbers is None else DELEGATION_PREFIX + _padded(numbers)
+
+
+def round_sk_prefix(round: str) -> str | None:
+    """The sort key prefix of every delegation of `round` ("{turn}.{step}"), None when
+    `round` is not one."""
+    numbers = _numbers(round, 2)
+    return None if numbers is None else DELEGATION_PREFIX + _padded(numbers) + "."
+
+
+def seen_sk(key: str, digest: str) -> str | None:
+    """The sort key of a delegation's seen notification: the digest hashed, so any digest
+    makes a small key."""
+    sk = delegation_sk(key)
+    if sk is None:
+        return None
+    hashed = hashlib.sha256(digest.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{SEEN_PREFIX}{sk.removeprefix(DELEGATION_PREFIX)}#{hashed}"
+
+
+def key_of_delegation_sk(sk: str) -> str:
+    """The delegation key a sort key (`delegation_sk`) stands for."""
+    return ".".join(str(int(part)) for part in sk.removeprefix(DELEGATION_PREFIX).split("."))
+
+
+def status_order(at: str) -> str:
+    """A remote status time (RFC 3339; a time without offset is UTC) in a fixed format, UTC
+    to the microsecond, whose string order is the times' order. ValueError when `at` is no
+    time."""
+    value = datetime.fromisoformat(at)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        value = value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{at!r} is out of range once converted to UTC") from None
+    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def number(value: float) -> dict[str, str]:
+    """A finite float as a DynamoDB number (its shortest exact decimal)."""
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{value} is not a finite number")
+    return {"N": repr(float(value))}
+
+
+def delegation_values(record: DelegationRecord) -> dict[str, Any]:
+    """A delegation's attributes (its table key aside); unset optional ones left out."""
+    item: dict[str, Any] = {}
+    for name, attribute in DELEGATION_ATTRIBUTES.items():
+        value = getattr(record, name)
+        if value is None:
+            continue
+        if name in _JSON_FIELDS:
+            item[attribute] = s(dumps(value))
+        elif name == "forward":
+            item[attribute] = {"BOOL": bool(value)}
+        elif name == "deadline":
+            item[attribute] = number(value)
+        elif name in _NUMBER_FIELDS:
+            item[attribute] = n(int(value))
+        else:
+            item[attribute] = s(str(value))
+    if record.remote_status_at is not None:
+        item[STATUS_ORDER] = s(status_order(record.remote_status_at))
+    return item
+
+
+def delegation_of(item: Mapping[str, Any]) -> DelegationRecord:
+    """A delegation item as its record."""
+    fields: dict[str, Any] = {}
+    for name, attribute in DELEGATION_ATTRIBUTES.items():
+        if attribute not in item:
+            continue
+        ((kind, data),) = item[attribute].items()
+        if name in _JSON_FIELDS:
+            fields[name] = json.loads(data)
+        elif name == "deadline":
+            fields[name] = float(data)
+        elif kind == "N":
+            fields[name] = int(data)
+        else:
+            fields[name] = data
+    fields["state"] = DelegationState(fields.get("state", DelegationState.SENDING))
+    task_id = item["pk"]["S"].removeprefix(TASK_PREFIX)
+    return DelegationRecord(task_id=task_id, key=key_of_delegation_sk(item["sk"]["S"]), **fields)
 
 
 # -- API keys ------------------------------------------------------------------------------

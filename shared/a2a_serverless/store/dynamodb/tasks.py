@@ -77,6 +77,8 @@ def _header_fields() -> dict[str, int]:
         keys.HOOKS: 1,
         keys.FIRST_EVENT: 1,
         keys.FLOW_STATE_REF: 128,  # store/content.py: a state object's name
+        keys.DELEGATION_ROUND: 2 * _NUMBER_BYTES + 1,  # "{turn}.{step}"
+        keys.WAITING: 1,
     }
 
 
@@ -659,7 +661,8 @@ class DynamoDBTaskLog(DynamoDBTable):
     def get_snapshot(self, task_id: str, history_length: int | None) -> TaskSnapshot | None:
         """Header, events and (recent) history. One query when all history is wanted."""
         if history_length is None:
-            items = self._partition(task_id)
+            # Up to the history: the later items (configs, delegations) are not the task's.
+            items = self._partition(task_id, " AND sk <= :m", {":m": s(keys.LAST_HISTORY_SK)})
         else:
             # Events sort before the header; history after it.
             items = self._partition(task_id, " AND sk <= :h", {":h": s(keys.HEADER)})
