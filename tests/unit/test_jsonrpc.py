@@ -63,8 +63,9 @@ class StubService:
     def sender(self) -> StubService:
         return self  # the SEND path's methods are here too
 
-    def context(self, caller: Caller, requested: list[str]) -> RequestContext:
-        return RequestContext(caller, tuple(u for u in requested if u == "urn:x:supported"))
+    def context(self, caller: Caller, requested: list[str], base_url: str = "") -> RequestContext:
+        supported = tuple(u for u in requested if u == "urn:x:supported")
+        return RequestContext(caller, supported, base_url)
 
     def accept(self, context: RequestContext, request: SendMessageRequest) -> Accepted:
         self.calls.append(("accept", request))

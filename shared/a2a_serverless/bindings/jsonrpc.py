@@ -232,7 +232,8 @@ def _connected(
 
 def _send_request(s: Services, call: Call) -> tuple[SendMessageRequest, RequestContext]:
     """The call's send request (in its version's spelling) and the send's context."""
-    return call.codec.send_request(call.params), s.service.context(call.caller, call.extensions)
+    context = s.service.context(call.caller, call.extensions, call.base_url)
+    return call.codec.send_request(call.params), context
 
 
 def _send(s: Services, call: Call) -> Any:

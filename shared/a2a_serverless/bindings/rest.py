@@ -258,7 +258,7 @@ async def _send_request(
     extensions it activates."""
     send_request = validated(SendMessageRequest, await read_json_body(request))
     who = scoped_caller(request, send_request.tenant)
-    return send_request, service.context(who, requested_extensions(request))
+    return send_request, service.context(who, requested_extensions(request), base_url(request))
 
 
 def send_router(service: A2AService) -> APIRouter:

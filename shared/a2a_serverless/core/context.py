@@ -15,6 +15,8 @@ class RequestContext:
 
     caller: Caller
     extensions: tuple[str, ...] = ()
+    # The stack's public base URL the request came in at ("" when unknown).
+    base_url: str = ""
 
     @property
     def owner(self) -> str:

@@ -4,6 +4,7 @@ stream (SubscribeToTask, or a streamed send) starts from. All scoped to the call
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, replace
 
 from a2a_serverless.core.content import ContentLinks, present, presenter
@@ -42,6 +43,8 @@ from a2a_serverless.store import (
     TaskStore,
     utf8_size,
 )
+
+logger = logging.getLogger(__name__)
 
 # Ids become parts of storage keys, which DynamoDB bounds in bytes (store/dynamodb/keys.py).
 # MAX_ID_LENGTH: an alias that tests import.
@@ -240,7 +243,21 @@ class TaskQueries:
                 record = moved.record
         # No StopExecution (EXPRESS has none): the running step sees the cancel on its next
         # write and stops, and no next step's execution starts (flows/runtime.py).
+        if record.delegation_round is not None:
+            self._cancel_delegations(record)
         return self.get_task(owner, task_id)
+
+    def _cancel_delegations(self, record: TaskRecord) -> None:
+        """The worker cancels the remote tasks this task delegated to (an execution of its
+        own: the remote calls are the worker's). A failed start leaves them running: logged."""
+        try:
+            self.executor.start_action(record.task_id, record.turn, "cancel_delegations")
+        except Exception as error:
+            logger.warning(
+                "the remote tasks of canceled task %s were not canceled: %s",
+                record.task_id,
+                type(error).__name__,
+            )
 
 
 def payload_size(task: Task) -> int:

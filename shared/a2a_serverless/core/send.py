@@ -278,7 +278,9 @@ class MessageSender:
     ) -> Entry:
         """`stream`: read a continued task, to open a stream on, before its turn starts."""
         owner = context.owner
-        turn = TurnContext(context.caller, context.extensions, request.metadata or None)
+        turn = TurnContext(
+            context.caller, context.extensions, request.metadata or None, context.base_url
+        )
         message = request.message
         config = request.configuration or SendMessageConfiguration()
         dedupe = (

@@ -133,10 +133,12 @@ class A2AService:
             self.streaming,
         )
 
-    def context(self, caller: Caller, requested: Sequence[str] = ()) -> RequestContext:
-        """A send's context: the caller and the extensions it activates of those requested
-        (raises when a required one was not requested)."""
-        return RequestContext(caller, tuple(self.sender.modes.activate(requested)))
+    def context(
+        self, caller: Caller, requested: Sequence[str] = (), base_url: str = ""
+    ) -> RequestContext:
+        """A send's context: the caller, the extensions it activates of those requested
+        (raises when a required one was not requested), the base URL it came in at."""
+        return RequestContext(caller, tuple(self.sender.modes.activate(requested)), base_url)
 
     # -- long-lived connections ---------------------------------------------------------------
 

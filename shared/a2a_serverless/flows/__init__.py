@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from a2a_serverless.core.delegation import Delegate, DelegationOutcome, DelegationResult
 from a2a_serverless.flows.base import (
     ContentTooLarge,
     File,
@@ -15,13 +16,16 @@ from a2a_serverless.flows.base import (
     UrlRefused,
     load_flow,
 )
-from a2a_serverless.models import AgentExtension, AgentSkill, Caller, Part
+from a2a_serverless.models import AgentExtension, AgentSkill, Caller, Part, TaskState
 
 __all__ = [
     "AgentExtension",
     "AgentSkill",
     "Caller",
     "ContentTooLarge",
+    "Delegate",
+    "DelegationOutcome",
+    "DelegationResult",
     "File",
     "Flow",
     "FlowCanceled",
@@ -31,6 +35,7 @@ __all__ = [
     "Part",
     "ReplyContext",
     "StepContext",
+    "TaskState",
     "UrlRefused",
     "load_flow",
 ]

@@ -50,6 +50,7 @@ from typing import IO, Any, Protocol
 
 from a2a_serverless.core.content import present_message
 from a2a_serverless.core.context import RequestContext
+from a2a_serverless.core.delegation import Delegate, DelegationResult, check_delegates
 
 # agent_message lives in models (core needs it too); re-exported here for flow authors.
 from a2a_serverless.models import (
@@ -108,6 +109,7 @@ class NoContentStore(RuntimeError):
 
 class OutcomeKind(StrEnum):
     NEXT_STEP = "next_step"
+    DELEGATE = "delegate"
     INPUT_REQUIRED = "input_required"
     AUTH_REQUIRED = "auth_required"
     COMPLETED = "completed"
@@ -130,6 +132,8 @@ class Outcome:
 
     kind: OutcomeKind
     message: str | list[Part] | None = None
+    delegates: tuple[Delegate, ...] = ()
+    wait: str = "all"
 
     @property
     def state(self) -> TaskState | None:
@@ -139,6 +143,16 @@ class Outcome:
     def next_step(cls) -> Outcome:
         """Run another step in this turn (a new Lambda invocation; `ctx.state` is kept)."""
         return cls(OutcomeKind.NEXT_STEP)
+
+    @classmethod
+    def delegate(cls, *delegates: Delegate, wait: str = "all") -> Outcome:
+        """Hand each `Delegate`'s message to its remote agent (sent non-blocking, its push
+        notifications routed back here) and end the step: the task stays working, with
+        nothing running, until the remote tasks settle, then the next step runs with their
+        results in `ctx.delegations`. `wait="first"`: go on when the first has settled (the
+        others are canceled). `ctx.state` is kept."""
+        check_delegates(delegates, wait)
+        return cls(OutcomeKind.DELEGATE, None, tuple(delegates), wait)
 
     @classmethod
     def input_required(cls, message: str | list[Part]) -> Outcome:
@@ -215,6 +229,11 @@ class StepContext:
     content: ContentStore | None = None
     open_url: UrlOpener | None = None
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+    # The results of the task's latest delegation round (`Outcome.delegate`), in the order it
+    # delegated; read afresh (remote tasks included) in the step that round woke.
+    delegations: list[DelegationResult] = field(default_factory=list)
+    # Whether this step is the one the latest round woke.
+    woken: bool = False
     _files_written: int = field(default=0, init=False, repr=False)
 
     @property

@@ -3,6 +3,10 @@
 Input  {"taskId", "turn", "step", "caller"?, "extensions"?, "requestMetadata"?}
        -> the same with "continue" (whether a next step's execution was started)
 Input  {"action": "fail", "taskId", "turn", "error"} marks the turn failed (the Catch path).
+Input  {"action": "check_delegations", "taskId", "round"}: the delegation timer's visit
+       -> {"taskId", "round", "waitSeconds"} (until the next visit; 0: no more visits)
+Input  {"action": "cancel_delegations", "taskId", "turn"}: cancel the remote tasks of a
+       canceled task.
 
 A step past a storage bound (store.TooLarge) ends its turn FAILED, naming the bound. A step
 that asks for another saves its state, then starts the next step's execution itself.
@@ -16,10 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_serverless.core.delegation import Delegator, parse_round, round_key
 from a2a_serverless.core.executor import Executor, TurnContext
 from a2a_serverless.core.tasklog import StateMoved, transition
 from a2a_serverless.flows.base import (
     DEFAULT_FETCH_MAX_BYTES,
+    ArtifactChunk,
+    DelegationResult,
     Flow,
     FlowCanceled,
     Outcome,
@@ -33,6 +40,7 @@ from a2a_serverless.flows.emitter import LogEmitter
 from a2a_serverless.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
+    Artifact,
     Caller,
     Message,
     Role,
@@ -82,6 +90,7 @@ class _Turn:
     record: TaskRecord
     history: list[Message]
     emitter: LogEmitter
+    artifacts: list[Artifact]
 
 
 def _step_done(record: TaskRecord, step: _Step) -> bool:
@@ -119,6 +128,7 @@ class FlowWorker:
         content: ContentStore | None = None,
         open_url: UrlOpener | None = None,
         fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
+        delegator: Callable[[], Delegator] | None = None,
     ) -> None:
         self.store = store
         self.flow = flow
@@ -128,10 +138,18 @@ class FlowWorker:
         self.content = content
         self.open_url = open_url
         self.fetch_max_bytes = fetch_max_bytes
+        # Built at first use (a step that never delegates makes no remote client).
+        self.delegator = delegator
+        self._made_delegator: Delegator | None = None
 
     def handle(self, event: dict[str, Any]) -> dict[str, Any]:
-        if event.get("action") == "fail":
+        action = event.get("action")
+        if action == "fail":
             return self.fail(event)
+        if action == "check_delegations":
+            return self.check_delegations(event)
+        if action == "cancel_delegations":
+            return self.cancel_delegations(event)
         step = _Step(
             str(event["taskId"]),
             int(event["turn"]),
@@ -143,6 +161,12 @@ class FlowWorker:
         if turn is None:
             return step.answer()
         if _step_done(turn.record, step):
+            if turn.record.waiting and turn.record.delegation_round == round_key(
+                step.turn, step.step
+            ):
+                # An earlier run began this step's delegation round: send what it did not.
+                self.send_round(step)
+                return step.answer()
             # An earlier run finished this step (a lost answer, a redelivery) and may have died
             # before starting the next one: start it again, which is harmless.
             return self.next_step(step, turn.record)
@@ -182,7 +206,7 @@ class FlowWorker:
         emitter = LogEmitter(
             self.store, record, seq, step.step, snapshot.event_ids, self.content is not None
         )
-        return _Turn(record, snapshot.history, emitter)
+        return _Turn(record, snapshot.history, emitter, snapshot.artifacts)
 
     def context(self, step: _Step, turn: _Turn) -> StepContext:
         """What the flow sees: this turn's user message (its stored text and data read back),
@@ -195,6 +219,17 @@ class FlowWorker:
             if record.flow_state_ref is not None
             else dict(record.flow_state)
         )
+        delegations: list[DelegationResult] = []
+        woken = False
+        if record.delegation_round is not None and self.delegator is not None:
+            woken = record.delegation_round == round_key(step.turn, step.step - 1)
+            delegator = self._delegator()
+            delegations = delegator.results(step.task_id, record.delegation_round, fetch=woken)
+            if woken:
+                for artifact in delegator.stale_artifacts(
+                    step.task_id, record.delegation_round, delegations, turn.artifacts
+                ):
+                    turn.emitter.artifact(_whole(artifact))
         return StepContext(
             task_id=step.task_id,
             context_id=record.context_id,
@@ -211,12 +246,17 @@ class FlowWorker:
             content=self.content,
             open_url=self.open_url,
             fetch_max_bytes=self.fetch_max_bytes,
+            delegations=delegations,
+            woken=woken,
         )
 
     def finish(
         self, step: _Step, turn: _Turn, ctx: StepContext, outcome: Outcome
     ) -> dict[str, Any]:
-        """Record the outcome: the flow state for the next step, or the turn's final status."""
+        """Record the outcome: the flow state for the next step, a delegation round, or the
+        turn's final status."""
+        if outcome.kind is OutcomeKind.DELEGATE:
+            return self.delegate(step, turn, ctx, outcome)
         if outcome.kind is OutcomeKind.NEXT_STEP:
             try:
                 # Conditional on working at this turn, once per step: a cancel that got there
@@ -254,6 +294,58 @@ class FlowWorker:
             return step.answer()  # canceled while finishing: the cancel won (and counted itself)
         task_ended(final)
         return step.answer()
+
+    def delegate(
+        self, step: _Step, turn: _Turn, ctx: StepContext, outcome: Outcome
+    ) -> dict[str, Any]:
+        """Begin the step's delegation round (its records and the flow state, in one write:
+        the step is done), send it, and end the step: the round's news start the next one."""
+        delegator = self._delegator()
+        records = delegator.records_for(
+            turn.record, step.turn, step.step, outcome.delegates, outcome.wait, step.context
+        )
+        try:
+            self.store.begin_round(step.task_id, step.turn, step.step, records, ctx.state)
+        except ConflictError:
+            return step.answer()  # canceled (or a duplicate run began it and sends it)
+        self.send_round(step)
+        return step.answer()
+
+    def send_round(self, step: _Step) -> None:
+        """Send the step's round (what is not sent yet). A failure past the remote calls (the
+        store, the timer) is retried by the state machine: the re-run sends what is left."""
+        try:
+            self._delegator().send_round(step.task_id, round_key(step.turn, step.step))
+        except Exception as error:
+            logger.warning(
+                "sending round %s of task %s failed: %s",
+                round_key(step.turn, step.step),
+                step.task_id,
+                type(error).__name__,
+            )
+            raise NextStepNotStarted(type(error).__name__) from error
+
+    def check_delegations(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The delegation timer's visit; the answer names the next one's wait (0: none)."""
+        task_id, round = str(event["taskId"]), str(event["round"])
+        annotate(task_id=task_id, turn=parse_round(round)[0])
+        wait = self._delegator().check(task_id, round)
+        return {"taskId": task_id, "round": round, "waitSeconds": wait or 0}
+
+    def cancel_delegations(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Cancel the remote tasks of a canceled task."""
+        task_id = str(event["taskId"])
+        annotate(task_id=task_id)
+        canceled = self._delegator().cancel_open(task_id)
+        return {"taskId": task_id, "turn": int(event.get("turn", 0)), "canceled": canceled}
+
+    def _delegator(self) -> Delegator:
+        """One per worker (an invocation): its remote clients are reused within it."""
+        if self.delegator is None:
+            raise RuntimeError("this worker cannot delegate (no delegator was given)")
+        if self._made_delegator is None:
+            self._made_delegator = self.delegator()
+        return self._made_delegator
 
     def next_step(self, step: _Step, record: TaskRecord) -> dict[str, Any]:
         """Start the execution of the step after `step`, whose outcome is saved; `record` is
@@ -316,6 +408,20 @@ class FlowWorker:
                 if moved.record is None or moved.record.turn != turn:
                     break
                 record = moved.record
+
+
+def _whole(artifact: Artifact) -> ArtifactChunk:
+    """An artifact as one chunk that replaces any sent before under its id."""
+    return ArtifactChunk(
+        artifact.parts,
+        artifact.artifact_id,
+        artifact.name,
+        artifact.description,
+        append=False,
+        last_chunk=True,
+        metadata=artifact.metadata,
+        extensions=artifact.extensions,
+    )
 
 
 def _failure_text(error_name: str) -> str:

@@ -25,6 +25,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from pydantic import ValidationError
 
+from a2a_serverless.core.delegation import DelegationOutcome, RemoteFailure
 from a2a_serverless.core.egress import EgressPolicy, UnsafeWebhookUrl, vet_url
 from a2a_serverless.core.errors import ERRORS
 from a2a_serverless.models import (
@@ -52,8 +53,8 @@ _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 _REASON_BY_CODE = {row.jsonrpc_code: row.reason for row in ERRORS.values()}
 
 
-class RemoteAgentError(Exception):
-    """Any failure of a call to a remote agent."""
+class RemoteAgentError(RemoteFailure):
+    """Any failure of a call to a remote agent (its `outcome` as a delegation sees it)."""
 
 
 class RemoteA2AError(RemoteAgentError):
@@ -62,6 +63,7 @@ class RemoteA2AError(RemoteAgentError):
 
     def __init__(self, reason: str, code: int, message: str) -> None:
         super().__init__(f"the remote agent answered {reason} ({code}): {message}")
+        self.outcome = DelegationOutcome.ERROR
         self.reason = reason
         self.code = code
         self.message = message
@@ -72,15 +74,15 @@ class RemoteCallFailed(RemoteAgentError):
     A2A. ``retryable`` when trying again later may help."""
 
     def __init__(self, message: str, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
+        outcome = DelegationOutcome.UNREACHABLE if retryable else DelegationOutcome.ERROR
+        super().__init__(message, outcome, retryable)
 
 
 class RemoteRefused(RemoteAgentError):
     """The egress policy refuses the URL (``reason``: `UnsafeWebhookUrl`'s code)."""
 
     def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__(message, DelegationOutcome.REFUSED)
         self.reason = reason
 
 
@@ -253,6 +255,16 @@ class RemoteAgent:
     card: AgentCard
     interface: AgentInterface
     _http: _Http = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.card.name
+
+    @property
+    def push_notifications(self) -> bool:
+        """Whether the card says the agent sends push notifications."""
+        capabilities = self.card.capabilities
+        return bool(capabilities is not None and capabilities.push_notifications)
 
     @classmethod
     def resolve(
