@@ -94,6 +94,9 @@ class NoExecutions:
     def start(self, task_id: str, turn: int, context: object = None) -> str:  # pragma: no cover
         raise AssertionError("not started here")
 
+    def start_action(self, task_id: str, turn: int, action: str) -> str:  # pragma: no cover
+        raise AssertionError("not started here")
+
     def stop(self, name: str, cause: str) -> None:
         pass
 

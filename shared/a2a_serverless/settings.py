@@ -63,6 +63,28 @@ class Settings(BaseSettings):
 
     table_name: str = Field("a2a-tasks", description="DynamoDB table holding every task item.")
     state_machine_arn: str = Field("", description="ARN of the flow state machine.")
+    timer_state_machine_arn: str = Field(
+        "",
+        description="ARN of the delegations' timer state machine (template.yaml "
+        "DelegationTimerStateMachine): a delegating step starts one wait per round.",
+    )
+    agent_secrets_prefix: str = Field(
+        "",
+        description="Prefix of the Secrets Manager secrets holding the headers for remote agents "
+        "a flow delegates to: `{prefix}{host[:port]}`, a JSON object of header to value (no "
+        "secret = no headers). The template's default is `{stack name}/agents/`.",
+    )
+    relay_agent_url: str = Field(
+        "",
+        description="The remote agent the relay flow (a2a_serverless.flows.relay:flow) "
+        "delegates every turn to; empty = none.",
+    )
+    relay_timeout_seconds: int = Field(
+        3600,
+        ge=1,
+        le=30 * 86400,
+        description="How long the relay flow waits for its remote agent's answer to a turn.",
+    )
     workflow_type: Literal["EXPRESS", "STANDARD"] = Field(
         "EXPRESS",
         description="The state machine's type (the template's WorkflowType): how long a flow "

@@ -11,10 +11,12 @@ from a2a_serverless.settings import Settings, get_settings
 # it uses (docs/deploy.md, "Cold starts and SnapStart").
 if TYPE_CHECKING:
     from a2a_serverless.auth import Authenticator
-    from a2a_serverless.aws.step_functions import StepFunctionsExecutor
+    from a2a_serverless.aws.secrets import AgentCredentials
+    from a2a_serverless.aws.step_functions import StepFunctionsExecutor, StepFunctionsTimer
     from a2a_serverless.core.card import CardFactory
     from a2a_serverless.core.card_signing import CardSigner
     from a2a_serverless.core.connections import ConnectionLimiter
+    from a2a_serverless.core.delegation import DelegationInbox, Delegator, RemoteClient
     from a2a_serverless.core.egress import EgressPolicy
     from a2a_serverless.core.executor import TurnContext
     from a2a_serverless.core.push import PushService
@@ -122,6 +124,32 @@ class _ExecutorOnFirstStart:
     ) -> str:
         return get_executor().start(task_id, turn, context, step)
 
+    def start_action(self, task_id: str, turn: int, action: str) -> str:
+        return get_executor().start_action(task_id, turn, action)
+
+
+@lru_cache(maxsize=1)
+def get_timer() -> StepFunctionsTimer:
+    """Starts the delegations' timer: one wait per delegation round (the flow worker)."""
+    from a2a_serverless.aws.step_functions import StepFunctionsTimer
+
+    settings = get_settings()
+    return StepFunctionsTimer(
+        aws_client("stepfunctions", settings), settings.timer_state_machine_arn
+    )
+
+
+@lru_cache(maxsize=1)
+def get_agent_credentials() -> AgentCredentials:
+    """The headers for remote agents a flow delegates to (Secrets Manager, AGENT_SECRETS_PREFIX);
+    the client is made at the first read."""
+    from a2a_serverless.aws.secrets import AgentCredentials
+
+    settings = get_settings()
+    return AgentCredentials(
+        lambda: aws_client("secretsmanager", settings), settings.agent_secrets_prefix
+    )
+
 
 @lru_cache(maxsize=1)
 def get_push() -> PushService:
@@ -134,6 +162,43 @@ def get_push() -> PushService:
         egress_policy(settings),
         max_configs_per_task=settings.push_max_configs_per_task,
     )
+
+
+def get_delegator() -> Delegator:
+    """The flow worker's side of delegation: remote agents reached through the egress guard
+    with their credentials (Secrets Manager), the timer, the next step's executor."""
+    from a2a_serverless.core.delegation import Delegator
+
+    settings = get_settings()
+    return Delegator(
+        get_store(),
+        get_executor,
+        _connect_remote,
+        get_timer,
+        settings.public_base_url,
+    )
+
+
+def _connect_remote(agent_url: str, credentials: str | None) -> RemoteClient:
+    """A remote agent's client: its card read through the egress guard, its headers from
+    its secret."""
+    from a2a_serverless.core.delegation import RemoteFailure
+    from a2a_serverless.push.remote import RemoteAgent
+
+    settings = get_settings()
+    try:
+        headers = get_agent_credentials().headers(agent_url, credentials)
+    except ValueError as error:
+        raise RemoteFailure(str(error)) from None
+    return RemoteAgent.resolve(agent_url, egress=egress_policy(settings), headers=headers)
+
+
+@lru_cache(maxsize=1)
+def get_inbox() -> DelegationInbox:
+    """The receiver of remote agents' push notifications about delegated tasks."""
+    from a2a_serverless.core.delegation import DelegationInbox
+
+    return DelegationInbox(get_store(), get_executor, get_timer)
 
 
 def egress_policy(settings: Settings) -> EgressPolicy:
@@ -290,11 +355,14 @@ def reset() -> None:
         get_store,
         get_content_store,
         get_executor,
+        get_timer,
+        get_agent_credentials,
         get_push,
         get_service,
         get_read_service,
         get_card_factory,
         get_webhook_sender,
         get_authenticator,
+        get_inbox,
     ):
         cached.cache_clear()

@@ -116,6 +116,14 @@ NOT_LOADED = {
         "a2a_serverless.core.card",
         "a2a_serverless.flows",
     },
+    # A remote agent's notification: the task's records and the next step's start, never the
+    # flow, the webhook sender or an outgoing HTTP client.
+    "delegation_receiver": {
+        "httpx",
+        "a2a_serverless.push.sender",
+        "a2a_serverless.core.card",
+        "a2a_serverless.flows",
+    },
 }
 
 
@@ -137,6 +145,7 @@ CLIENTS = {
     "send_message": ["dynamodb"],
     "stream": ["dynamodb"],
     "webhook_sender": [],
+    "delegation_receiver": ["dynamodb"],
 }
 
 
@@ -148,7 +157,14 @@ def test_a_function_init_makes_only_the_clients_it_uses(function: str) -> None:
 
 # A user's agent is imported by the functions that run it or describe it, and by no other:
 # an a2a-sdk executor's imports alone can take as long as a whole function's init.
-NOT_SERVING_THE_FLOW = ("authorizer", "get_task", "list_tasks", "push_config", "webhook_sender")
+NOT_SERVING_THE_FLOW = (
+    "authorizer",
+    "get_task",
+    "list_tasks",
+    "push_config",
+    "webhook_sender",
+    "delegation_receiver",
+)
 SERVES_THE_FLOW = ("agent_card", "flow_worker", "send_message", "stream")
 
 

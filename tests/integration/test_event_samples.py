@@ -67,6 +67,7 @@ SAMPLES: dict[str, str] = {
     "flow_worker_fail.json": "FlowWorkerFunction",
     "webhook_stream_batch.json": "WebhookSenderFunction",
     "webhook_retry_batch.json": "WebhookSenderFunction",
+    "delegation_notification.json": "DelegationReceiverFunction",
 }
 
 
@@ -400,6 +401,17 @@ def check_webhook_retry_batch(run: Run) -> None:
     assert first["statusUpdate"]["status"]["state"] == "TASK_STATE_SUBMITTED"
 
 
+def check_delegation_notification(run: Run) -> None:
+    # A remote agent's notification with a token no delegation of the task was given: refused,
+    # and the task (a live one of the stack) untouched.
+    task_id = completed_task(run)
+    before = partition(run.stack, task_id)
+    event = sample("delegation_notification.json", task_id=task_id)
+    answer = call_api(run.stack, "delegation_notification.json", event)
+    assert answer.status == 401
+    assert partition(run.stack, task_id) == before
+
+
 CHECKS: dict[str, Callable[[Run], None]] = {
     "agent_card.json": check_agent_card,
     "extended_agent_card.json": check_extended_agent_card,
@@ -417,6 +429,7 @@ CHECKS: dict[str, Callable[[Run], None]] = {
     "flow_worker_fail.json": check_flow_worker_fail,
     "webhook_stream_batch.json": check_webhook_stream_batch,
     "webhook_retry_batch.json": check_webhook_retry_batch,
+    "delegation_notification.json": check_delegation_notification,
 }
 
 

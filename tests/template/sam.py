@@ -34,6 +34,7 @@ FUNCTIONS = (
     "PushConfigFunction",
     "FlowWorkerFunction",
     "WebhookSenderFunction",
+    "DelegationReceiverFunction",
 )
 ARTIFACT_BUCKET = "a2a-serverless-artifacts"
 

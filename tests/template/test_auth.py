@@ -29,7 +29,10 @@ from tests.template.sam import (
 PUBLIC_CARD = ("GET", "/.well-known/agent-card.json")
 # Public like the card: the key that verifies its signatures (the signatures' `jku`).
 PUBLIC_JWKS = ("GET", "/.well-known/jwks.json")
-PUBLIC = {PUBLIC_CARD, PUBLIC_JWKS}
+# Remote agents' notifications for a delegation: the token in the request is the credential
+# (checked by the function), not the Auth mode's.
+PUBLIC_DELEGATIONS = ("POST", "/delegations/{taskId}/{key}")
+PUBLIC = {PUBLIC_CARD, PUBLIC_JWKS, PUBLIC_DELEGATIONS}
 # Every Auth value, and what its methods' `security` must be.
 SECURITY = {
     "ApiKey": [{"A2AAuthorizer": []}, {"api_key": []}],
@@ -178,7 +181,7 @@ def test_every_route_but_the_public_card_has_the_modes_security(
     params = _params(auth, **cors)
     security = _security(cfn, params)
     functions_routes = {r for r in security if r[0] != "OPTIONS"}
-    assert functions_routes >= PUBLIC and len(functions_routes) == 23
+    assert functions_routes >= PUBLIC and len(functions_routes) == 24
     protected = {route for route, value in security.items() if value is not None}
     if auth == "None":
         assert protected == set()

@@ -23,6 +23,7 @@ S3_GRANTS = {
     "GetTaskFunction": {"s3:GetObject"},
     "ListTasksFunction": {"s3:GetObject"},
     "WebhookSenderFunction": {"s3:GetObject"},
+    "DelegationReceiverFunction": {"s3:PutObject"},  # forwarded remote artifacts
 }
 BUCKET = "a2a-local-contentbucket"  # RESOURCES' ContentBucket.Arn
 OBJECT = f"arn:aws:s3:::{BUCKET}/tasks/t-1/raw.abc"

@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "SendAndStreamMemorySize": 512,
 }
 XRAY = "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess"
+STATE_MACHINES = ("FlowStateMachine", "DelegationTimerStateMachine")
 # What deleting the stack keeps (and a failed first create does not): the tasks, what never
 # reached a webhook, and the region's API Gateway logging role that other APIs may use.
 KEPT = {
@@ -172,7 +173,11 @@ def test_log_groups_and_the_retry_queue_go_with_the_stack(cfn: dict[str, Any]) -
         for name, resource in resources_of_type(cfn, "AWS::Logs::LogGroup").items()
         if "${AWS::StackName}" in str(resource["Properties"]["LogGroupName"])
     ]
-    assert sorted(named_after_the_stack) == ["ApiAccessLogGroup", "FlowStateMachineLogGroup"]
+    assert sorted(named_after_the_stack) == [
+        "ApiAccessLogGroup",
+        "DelegationTimerStateMachineLogGroup",
+        "FlowStateMachineLogGroup",
+    ]
     assert cfn["Resources"]["PushRetryQueue"].get("DeletionPolicy", "Delete") == "Delete"
 
 
@@ -221,11 +226,12 @@ def test_no_tracing_by_default(cfn: dict[str, Any]) -> None:
         # Without a Tracer the functions never import the X-Ray SDK.
         env = props["Environment"]["Variables"]
         assert resolve_if(cfn, env["POWERTOOLS_TRACE_DISABLED"]) == "true", name
-    for name in (*FUNCTIONS, "FlowStateMachine"):
+    for name in (*FUNCTIONS, *STATE_MACHINES):
         assert not _xray_attached(cfn, name, {}), name
     assert resolve_if(cfn, _stage(cfn)["TracingEnabled"]) is False
-    state_machine = cfn["Resources"]["FlowStateMachine"]["Properties"]
-    assert resolve_if(cfn, state_machine["TracingConfiguration"]["Enabled"]) is False
+    for name in STATE_MACHINES:
+        state_machine = cfn["Resources"][name]["Properties"]
+        assert resolve_if(cfn, state_machine["TracingConfiguration"]["Enabled"]) is False
 
 
 def test_tracing_active_traces_everything(traced: dict[str, Any]) -> None:
@@ -235,11 +241,12 @@ def test_tracing_active_traces_everything(traced: dict[str, Any]) -> None:
         assert props["TracingConfig"] == {"Mode": {"Ref": "Tracing"}}, name  # = Active
         env = props["Environment"]["Variables"]
         assert resolve_if(traced, env["POWERTOOLS_TRACE_DISABLED"], active) == "false", name
-    for name in (*FUNCTIONS, "FlowStateMachine"):
+    for name in (*FUNCTIONS, *STATE_MACHINES):
         assert _xray_attached(traced, name, active), name
     assert resolve_if(traced, _stage(traced)["TracingEnabled"], active) is True
-    state_machine = traced["Resources"]["FlowStateMachine"]["Properties"]
-    assert resolve_if(traced, state_machine["TracingConfiguration"]["Enabled"], active) is True
+    for name in STATE_MACHINES:
+        state_machine = traced["Resources"][name]["Properties"]
+        assert resolve_if(traced, state_machine["TracingConfiguration"]["Enabled"], active)
 
 
 def test_cfn_lint_finds_nothing_in_the_traced_translation(traced: dict[str, Any]) -> None:

@@ -16,7 +16,12 @@ from tests.template.sam import ROOT, resources_of_type
 WEB_ADAPTER = {"SendMessageFunction", "StreamFunction", "GetTaskFunction"}
 # The Web Adapter functions that start turns (GetTask only reads).
 STARTS_TURNS = {"SendMessageFunction", "StreamFunction"}
-MANGUM = {"AgentCardFunction", "ListTasksFunction", "PushConfigFunction"}
+MANGUM = {
+    "AgentCardFunction",
+    "ListTasksFunction",
+    "PushConfigFunction",
+    "DelegationReceiverFunction",
+}
 PLAIN = {"AuthorizerFunction", "FlowWorkerFunction", "WebhookSenderFunction"}
 ALL = WEB_ADAPTER | MANGUM | PLAIN
 

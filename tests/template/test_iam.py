@@ -41,6 +41,34 @@ FLOW_WORKER = resource_key(
         ]
     }
 )
+# The delegations' timer, by its fixed name too; the remote agents' secrets under the prefix.
+TIMER_BY_NAME = resource_key(
+    {
+        "Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:"
+        "stateMachine:${AWS::StackName}-delegations"
+    }
+)
+TIMER_EXECUTIONS = resource_key(
+    {
+        "Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:"
+        "execution:${AWS::StackName}-delegations:*"
+    }
+)
+AGENT_SECRETS = resource_key(
+    {
+        "Fn::If": [
+            "UsesDefaultAgentSecretsPrefix",
+            {
+                "Fn::Sub": "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:"
+                "${AWS::AccountId}:secret:${AWS::StackName}/agents/*"
+            },
+            {
+                "Fn::Sub": "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:"
+                "${AWS::AccountId}:secret:${AgentSecretsPrefix}*"
+            },
+        ]
+    }
+)
 
 TABLE_STREAM = resource_key({"Fn::GetAtt": ["TasksTable", "StreamArn"]})
 RETRY_QUEUE = resource_key({"Fn::GetAtt": ["PushRetryQueue", "Arn"]})
@@ -57,6 +85,25 @@ WRITE = {**READ, "dynamodb:PutItem": {TABLE}, "dynamodb:UpdateItem": {TABLE}}
 CONTENT = resource_key({"Fn::Sub": "${ContentBucket.Arn}/tasks/*"})
 CONTENT_READ = {"s3:GetObject": {CONTENT}}
 CONTENT_WRITE = {**CONTENT_READ, "s3:PutObject": {CONTENT}}
+
+# A state machine invokes the worker and sets up its own execution-log delivery (Logs API:
+# no resource ARNs).
+STATE_MACHINE_GRANTS: dict[str, set[str]] = {
+    "lambda:InvokeFunction": {FLOW_WORKER},
+    **{
+        action: {"*"}
+        for action in (
+            "logs:CreateLogDelivery",
+            "logs:GetLogDelivery",
+            "logs:UpdateLogDelivery",
+            "logs:DeleteLogDelivery",
+            "logs:ListLogDeliveries",
+            "logs:PutResourcePolicy",
+            "logs:DescribeResourcePolicies",
+            "logs:DescribeLogGroups",
+        )
+    },
+}
 
 GRANTS: dict[str, dict[str, set[str]]] = {
     # One API key record by the key's hash (only API key items: a LeadingKeys condition,
@@ -98,13 +145,27 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "states:StartExecution": {FLOW},
         **CONTENT_WRITE,
     },
-    # A step that asks for another starts its execution (one execution per step).
+    # A step that asks for another starts its execution (one execution per step); a
+    # delegating step starts (and, the round complete, stops) its round's timer and reads the
+    # remote agents' headers.
     "FlowWorkerFunction": {
         **WRITE,
         "dynamodb:ConditionCheckItem": {TABLE},
-        "states:StartExecution": {FLOW_BY_NAME},
+        "states:StartExecution": {FLOW_BY_NAME, TIMER_BY_NAME},
+        "states:StopExecution": {TIMER_EXECUTIONS},
+        "secretsmanager:GetSecretValue": {AGENT_SECRETS},
         **CONTENT_WRITE,
         "s3:AbortMultipartUpload": {CONTENT},
+    },
+    # A remote agent's notification: the round's records and the task (transactions with
+    # condition checks), forwarded artifacts' content, the flow's next step; the completed
+    # round's timer stopped.
+    "DelegationReceiverFunction": {
+        **WRITE,
+        "dynamodb:ConditionCheckItem": {TABLE},
+        "states:StartExecution": {FLOW},
+        "states:StopExecution": {TIMER_EXECUTIONS},
+        "s3:PutObject": {CONTENT},
     },
     # Config CRUD: its items only ever live in the task partitions it checks the owner of;
     # a new config marks its task's header (`hooks`) first.
@@ -133,23 +194,9 @@ GRANTS: dict[str, dict[str, set[str]]] = {
         "sqs:ChangeMessageVisibility": {RETRY_QUEUE},
         **CONTENT_READ,
     },
-    # Invokes the worker; sets up its own execution-log delivery (Logs API: no resource ARNs).
-    "FlowStateMachine": {
-        "lambda:InvokeFunction": {FLOW_WORKER},
-        **{
-            action: {"*"}
-            for action in (
-                "logs:CreateLogDelivery",
-                "logs:GetLogDelivery",
-                "logs:UpdateLogDelivery",
-                "logs:DeleteLogDelivery",
-                "logs:ListLogDeliveries",
-                "logs:PutResourcePolicy",
-                "logs:DescribeResourcePolicies",
-                "logs:DescribeLogGroups",
-            )
-        },
-    },
+    "FlowStateMachine": STATE_MACHINE_GRANTS,
+    # A delegation round's timer invokes the worker's check of the round.
+    "DelegationTimerStateMachine": STATE_MACHINE_GRANTS,
 }
 
 # X-Ray's policy only with Tracing=Active (tests/template/test_first_deploy.py).
@@ -194,7 +241,7 @@ def test_exact_grants(cfn: dict[str, Any], name: str) -> None:
 @pytest.mark.parametrize("name", sorted(GRANTS))
 def test_managed_policies_and_trust(cfn: dict[str, Any], name: str) -> None:
     _, role = role_of(cfn, name)
-    is_state_machine = name == "FlowStateMachine"
+    is_state_machine = name.endswith("StateMachine")
     expected = STATES_MANAGED if is_state_machine else LAMBDA_MANAGED
     assert set(resolve_ifs(cfn, role["Properties"].get("ManagedPolicyArns", []))) == expected
     assert _principal_services(role) == {
@@ -220,11 +267,16 @@ def test_readers_cannot_start_or_stop_work(cfn: dict[str, Any]) -> None:
     assert "states:StopExecution" not in send
     stream = set(grants(role_of(cfn, "StreamFunction")[1]))
     assert "states:StartExecution" in stream  # streams send
-    # Nothing stops executions: cancel is a state change the running step sees.
+    # Nothing stops a flow step's execution: cancel is a state change the running step sees.
+    # Only a delegation round's timer is stopped, when the round completes before it ends.
     for name in GRANTS:
-        assert "states:StopExecution" not in grants(role_of(cfn, name)[1]), name
+        stopped = grants(role_of(cfn, name)[1]).get("states:StopExecution", set())
+        assert stopped <= {TIMER_EXECUTIONS}, name
     worker = set(grants(role_of(cfn, "FlowWorkerFunction")[1]))
-    assert {a for a in worker if a.startswith("states:")} == {"states:StartExecution"}
+    assert {a for a in worker if a.startswith("states:")} == {
+        "states:StartExecution",
+        "states:StopExecution",
+    }
 
 
 # Actions AWS authorizes on "*" only (no resource-level permissions), each with why it is

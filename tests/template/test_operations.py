@@ -231,6 +231,7 @@ def test_every_function_logs_to_a_group_with_retention(cfn: dict[str, Any]) -> N
     assert set(groups) == {f"{f}LogGroup" for f in FUNCTIONS} | {
         "ApiAccessLogGroup",
         "FlowStateMachineLogGroup",
+        "DelegationTimerStateMachineLogGroup",
     }
     for props in groups.values():
         assert props["RetentionInDays"] == {"Ref": "LogRetentionDays"}

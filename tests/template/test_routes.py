@@ -38,6 +38,7 @@ _ROUTES_OF = {
         "GET /tasks/{id}/pushNotificationConfigs/{configId}",
         "DELETE /tasks/{id}/pushNotificationConfigs/{configId}",
     ],
+    "DelegationReceiverFunction": ["POST /delegations/{taskId}/{key}"],
 }
 ROUTES = {
     tuple(route.split(" ", 1)): function
@@ -54,11 +55,13 @@ LONG_LIVED = {
     ("POST", "/"),
 }
 # Every operation also under a tenant (the proto's `/{tenant}/...` bindings), on the same
-# function; not the public card and its keys, nor JSON-RPC (which carries `tenant` in params).
+# function; not the public card and its keys, nor JSON-RPC (which carries `tenant` in params),
+# nor the delegations' notifications (the task in the path is the stack's own).
 _NO_TENANT = {
     ("GET", "/.well-known/agent-card.json"),
     ("GET", "/.well-known/jwks.json"),
     ("POST", "/"),
+    ("POST", "/delegations/{taskId}/{key}"),
 }
 ROUTES |= {
     (m, "/{tenant}" + p): f for (m, p), f in list(ROUTES.items()) if (m, p) not in _NO_TENANT

@@ -31,6 +31,11 @@ MACHINE_ARN = {
     "Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:"
     "stateMachine:${AWS::StackName}-flow-${WorkflowType}"
 }
+# A delegating step starts its round's timer, named the same way (test_delegation.py).
+TIMER_ARN = {
+    "Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:"
+    "stateMachine:${AWS::StackName}-delegations"
+}
 
 
 def _states(cfn: dict[str, Any]) -> dict[str, Any]:
@@ -151,7 +156,7 @@ def test_the_worker_names_the_state_machine_by_its_fixed_name(cfn: dict[str, Any
         for statement in policy["PolicyDocument"]["Statement"]
         if "states:StartExecution" in statement["Action"]
     ]
-    assert granted == [MACHINE_ARN]
+    assert granted == [MACHINE_ARN, TIMER_ARN]
     # The functions that start a turn's first step name the same state machine by Ref.
     for name in ("SendMessageFunction", "StreamFunction"):
         env = cfn["Resources"][name]["Properties"]["Environment"]["Variables"]

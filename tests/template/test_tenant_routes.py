@@ -117,8 +117,8 @@ def test_tenant_routes_have_the_security_and_preflight_of_their_plain_route(
 
 
 def test_only_tenant_routes_were_added_beside_the_plain_ones(cfn: dict[str, Any]) -> None:
-    """Every `/{tenant}` route mirrors a plain one; the card, its keys and JSON-RPC (the
-    tenant is in its params) have none."""
+    """Every `/{tenant}` route mirrors a plain one; the card, its keys, JSON-RPC (the
+    tenant is in its params) and the delegations' notifications have none."""
     found = {route for route in routes(cfn) if route[0] != "OPTIONS"}
     tenant = {(m, p) for m, p in found if p.startswith("/{tenant}")}
     plain = found - tenant
@@ -126,6 +126,7 @@ def test_only_tenant_routes_were_added_beside_the_plain_ones(cfn: dict[str, Any]
         ("GET", "/.well-known/agent-card.json"),
         ("GET", "/.well-known/jwks.json"),
         ("POST", "/"),
+        ("POST", "/delegations/{taskId}/{key}"),
     }
 
 

@@ -71,7 +71,12 @@ def _visibility_problems(cfn: dict[str, Any]) -> list[str]:
 
 def test_buffered_api_functions_time_out_before_the_gateway(cfn: dict[str, Any]) -> None:
     buffered = _functions_by_mode(cfn, BUFFERED)
-    assert buffered == {"AgentCardFunction", "ListTasksFunction", "PushConfigFunction"}
+    assert buffered == {
+        "AgentCardFunction",
+        "ListTasksFunction",
+        "PushConfigFunction",
+        "DelegationReceiverFunction",
+    }
     assert not buffered & _functions_by_mode(cfn, STREAM)
     for function in buffered:
         assert _timeout(cfn, function) * 1000 < BUFFERED_TIMEOUT_MS, function

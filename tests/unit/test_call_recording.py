@@ -115,6 +115,30 @@ def test_what_flows_call_names_its_resources() -> None:
     ]
 
 
+def test_a_secret_read_by_name_is_authorized_on_the_arn_the_stack_knows() -> None:
+    # A delegating flow reads a remote agent's secret by its name ({prefix}{host}).
+    secret = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:agents/b.example-Ab12Cd"
+    arns = {"agents/b.example": secret}
+    found = authorize(
+        "secretsmanager",
+        "GetSecretValue",
+        {"SecretId": "agents/b.example"},
+        region=REGION,
+        account=ACCOUNT,
+        secret_arn=arns.get,
+    )
+    assert found == [("secretsmanager:GetSecretValue", arns["agents/b.example"], {})]
+    with pytest.raises(UnknownOperation):  # a name whose ARN is not known
+        authorize(
+            "secretsmanager",
+            "GetSecretValue",
+            {"SecretId": "agents/c.example"},
+            region=REGION,
+            account=ACCOUNT,
+            secret_arn=arns.get,
+        )
+
+
 def test_batches_are_their_own_actions_per_table() -> None:
     assert auth("dynamodb", "BatchGetItem", RequestItems={"tasks": {}}) == [
         ("dynamodb:BatchGetItem", TABLE)

@@ -23,6 +23,8 @@ REGENERATE = ".venv/bin/python scripts/openapi.py > docs/openapi.yaml"
 # The gateway routes `POST /tasks/{id}` to one function that reads the verb from the path.
 TASK_ACTIONS = {"/tasks/{id}:cancel", "/tasks/{id}:subscribe"}
 JSONRPC_ROUTE = ("POST", "/")  # JSON-RPC, not part of the HTTP+JSON binding
+# Remote agents' push notifications for a flow's delegations: no operation of the binding.
+DELEGATION_ROUTE = ("POST", "/delegations/{taskId}/{key}")
 
 
 def _script() -> ModuleType:
@@ -74,7 +76,7 @@ def test_every_http_json_route_of_the_template_is_described(document: dict[str, 
         if method in ("get", "post", "put", "patch", "delete")
     }
     expected = set()
-    for method, path in _template_routes() - {JSONRPC_ROUTE}:
+    for method, path in _template_routes() - {JSONRPC_ROUTE, DELEGATION_ROUTE}:
         if (method, path) == ("POST", "/tasks/{id}"):
             expected |= {("POST", action) for action in TASK_ACTIONS}
         elif (method, path) == ("POST", "/{tenant}/tasks/{id}"):

@@ -43,7 +43,8 @@ AUTHORIZER_REQUEST_KEYS = (
     "methodArn",
     *(key for key in REST_PROXY_KEYS if key not in ("body", "isBase64Encoded")),
 )
-# The flow step input of the state machine (core/executor.py's payload, MarkFailed's).
+# The flow step input of the state machine (core/executor.py's payload, MarkFailed's), and the
+# delegations' timer's check of a round.
 STEP_INPUT_KEYS = (
     "taskId",
     "turn",
@@ -53,6 +54,7 @@ STEP_INPUT_KEYS = (
     "requestMetadata",
     "action",
     "error",
+    "round",
 )
 BATCH_KEYS = ("Records",)
 

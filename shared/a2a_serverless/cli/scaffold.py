@@ -35,7 +35,7 @@ LAYER_DIR = "layer"
 # do: Mangum functions an app and its handler, Web Adapter functions an app (run.sh serves it),
 # plain functions a handler.
 _BINDINGS = {
-    "app, handler": ("agent_card", "list_tasks", "push_config"),
+    "app, handler": ("agent_card", "list_tasks", "push_config", "delegation_receiver"),
     "app": ("get_task", "send_message", "stream"),
     "handler": ("authorizer", "flow_worker", "webhook_sender"),
 }

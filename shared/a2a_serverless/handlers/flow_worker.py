@@ -10,6 +10,7 @@ from a2a_serverless.observability import instrumented_handler
 from a2a_serverless.wiring import (
     egress_policy,
     get_content_store,
+    get_delegator,
     get_executor,
     get_flow,
     get_settings,
@@ -26,6 +27,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         get_content_store(),
         _open_url,
         get_settings().fetch_max_bytes,
+        get_delegator,
     )
     return worker.handle(event)
 

@@ -60,6 +60,15 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
         "--flow", help="module:attribute of the flow to serve, importable from the current folder"
     )
     add_param_argument(parser, "template parameter override, e.g. --param WorkflowType=EXPRESS")
+    parser.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Secrets Manager secret the stack holds, e.g. the headers for a remote agent a "
+        "flow delegates to: --secret 'a2a-serverless-local/agents/127.0.0.1:8001="
+        '{"X-API-Key": "..."}\' (repeatable)',
+    )
     parser.add_argument("--log-level", default="warning")
 
 
@@ -80,11 +89,13 @@ def add_param_argument(parser: argparse.ArgumentParser, help: str | None = None)
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help=help)
 
 
-def parse_params(pairs: list[str]) -> dict[str, str]:
-    """`NAME=VALUE` pairs (--param) as a dict; a pair without `=` is refused."""
+def parse_params(pairs: list[str], option: str = "--param") -> dict[str, str]:
+    """`NAME=VALUE` pairs (--param, --secret) as a dict; a pair without `=` is refused."""
     bad = [p for p in pairs if "=" not in p]
     if bad:
-        raise SystemExit(f"--param takes NAME=VALUE, got {bad[0]!r}")
+        # A --secret is not echoed: it may be a value given without its name.
+        got = "" if option == "--secret" else f", got {bad[0]!r}"
+        raise SystemExit(f"{option} takes NAME=VALUE{got}")
     return dict(p.split("=", 1) for p in pairs)
 
 
@@ -129,7 +140,8 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
     from a2a_serverless.local.admin import is_loopback
     from a2a_serverless.local.stack import LocalStack
 
-    stack = LocalStack(root=root, parameters=parameters).start()
+    secrets = parse_params(getattr(args, "secret", None) or [], "--secret")
+    stack = LocalStack(root=root, parameters=parameters, secrets=secrets).start()
     try:
         problem = _startup_problem()
         if problem:

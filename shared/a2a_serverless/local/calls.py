@@ -59,6 +59,8 @@ Authorization = tuple[str, str]  # (IAM action, resource ARN)
 Context = dict[str, list[str]]
 # The partition key attribute of a DynamoDB table (by name), None when unknown.
 PartitionKeyOf = Callable[[str], "str | None"]
+# The ARN IAM authorizes a Secrets Manager secret named so as, None when unknown.
+SecretArnOf = Callable[[str], "str | None"]
 
 
 # -- API call -> IAM (action, resource) -------------------------------------------------------
@@ -305,13 +307,18 @@ def _s3(operation: str, params: Mapping[str, Any]) -> list[Authorization]:
     raise UnknownOperation(f"s3:{operation}")
 
 
-def _secretsmanager(operation: str, params: Mapping[str, Any]) -> list[Authorization]:
+def _secretsmanager(
+    operation: str, params: Mapping[str, Any], secret_arn: SecretArnOf | None
+) -> list[Authorization]:
     if operation in ("GetSecretValue", "DescribeSecret"):
         secret = str(params["SecretId"])
         if not secret.startswith("arn:"):
             # IAM authorizes the secret's full ARN, which ends in a suffix its name does not
-            # tell: name the secret by its ARN in what the stack records.
-            raise UnknownOperation(f"secretsmanager:{operation} by name ({secret}): use its ARN")
+            # tell: the stack's secrets tell it (`secret_arn`).
+            arn = secret_arn(secret) if secret_arn else None
+            if arn is None:
+                raise UnknownOperation(f"secretsmanager:{operation} by name ({secret}): no ARN")
+            secret = arn
         return [(f"secretsmanager:{operation}", secret)]
     raise UnknownOperation(f"secretsmanager:{operation}")
 
@@ -351,13 +358,14 @@ def authorize(
     region: str,
     account: str,
     partition_key: PartitionKeyOf | None = None,
+    secret_arn: SecretArnOf | None = None,
 ) -> list[tuple[str, str, Context]]:
     """The IAM (action, resource ARN, condition keys) that AWS authorizes an API call as.
 
     `service` is botocore's service name (dynamodb, dynamodbstreams, sqs, stepfunctions,
     lambda, s3; and secretsmanager, bedrock-runtime, which flows call); anything else raises
     UnknownOperation. `partition_key` names a DynamoDB table's partition key attribute (for
-    `dynamodb:LeadingKeys`)."""
+    `dynamodb:LeadingKeys`); `secret_arn` a secret's ARN by its name."""
     if service == "dynamodb":
         return _dynamodb(operation, params, region, account, partition_key)
     found: list[Authorization]
@@ -372,7 +380,7 @@ def authorize(
     elif service == "s3":
         found = _s3(operation, params)
     elif service == "secretsmanager":
-        found = _secretsmanager(operation, params)
+        found = _secretsmanager(operation, params, secret_arn)
     elif service == "bedrock-runtime":
         found = _bedrock(operation, params, region, account)
     else:
@@ -412,6 +420,23 @@ def moto_partition_key(account: str, region: str) -> PartitionKeyOf:
         return known[table]
 
     return partition_key
+
+
+def moto_secret_arn(account: str, region: str) -> SecretArnOf:
+    """A secret's ARN in moto's backend (the local stack's secrets); for a name no secret
+    has, the ARN IAM evaluates then: the name's, without the suffix a secret's ARN ends in."""
+
+    def secret_arn(name: str) -> str:
+        from moto.secretsmanager.models import secretsmanager_backends
+
+        found = secretsmanager_backends[account][region].secrets.get(name)
+        return (
+            found.arn
+            if found is not None
+            else (f"arn:aws:secretsmanager:{region}:{account}:secret:{name}")
+        )
+
+    return secret_arn
 
 
 # -- recording --------------------------------------------------------------------------------
@@ -496,6 +521,7 @@ class CallRecorder:
                 region=region,
                 account=self.account,
                 partition_key=self._partition_keys[region],
+                secret_arn=moto_secret_arn(self.account, region),
             )
         except (UnknownOperation, KeyError, TypeError, ValueError) as exc:
             # Recorded, never raised: the caller (a poller, a handler) might swallow it.

@@ -35,6 +35,7 @@ RESOURCE_ENV = {
     "TABLE_NAME",
     "CONTENT_BUCKET",
     "STATE_MACHINE_ARN",
+    "TIMER_STATE_MACHINE_ARN",
     "PUSH_RETRY_QUEUE_URL",
     "PUSH_DEAD_LETTER_QUEUE_URL",
 }
@@ -333,6 +334,31 @@ def create_state_machines(
         resolver.refs[logical_id] = arn
         resolver.attributes[f"{logical_id}.Name"] = name
         resolver.attributes[f"{logical_id}.Arn"] = arn
+
+
+def waiting_state_machines(resources: dict[str, Any]) -> list[str]:
+    """The logical ids of the state machines whose definition has a Wait state."""
+    return [
+        logical_id
+        for logical_id, resource in resources.items()
+        if resource["Type"] == "AWS::Serverless::StateMachine"
+        and any(
+            state.get("Type") == "Wait"
+            for state in (resource["Properties"].get("Definition") or {}).get("States", {}).values()
+        )
+    ]
+
+
+def create_secrets(secrets: Mapping[str, str], replace: bool = False) -> None:
+    """Secrets Manager secrets, name -> SecretString; `replace`: every other secret of the
+    account deleted first and these made anew (a reset stack's)."""
+    sm = client("secretsmanager")
+    if replace:
+        for page in sm.get_paginator("list_secrets").paginate():
+            for secret in page["SecretList"]:
+                sm.delete_secret(SecretId=secret["ARN"], ForceDeleteWithoutRecovery=True)
+    for name, value in secrets.items():
+        sm.create_secret(Name=name, SecretString=value)
 
 
 def function_env(

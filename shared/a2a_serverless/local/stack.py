@@ -258,8 +258,12 @@ class LocalStack:
         parameters: dict[str, str] | None = None,
         env_overrides: dict[str, str] | None = None,
         event_sources: bool | str = True,
+        secrets: dict[str, str] | None = None,
     ) -> None:
         self.root = root or project_root()
+        # Secrets Manager secrets (name -> SecretString) the stack holds from its start, e.g. the
+        # headers for a remote agent a flow delegates to (aws/secrets.py).
+        self.secrets = dict(secrets or {})
         self.template = load_template(self.root / "template.yaml")
         # A template's settings (its Mappings) are set like its parameters: with_settings.
         self.parameters = {
@@ -356,6 +360,7 @@ class LocalStack:
             self._earlier_threads,
         )
         resources.create_state_machines(template_resources, resolver, self._state_machine_roles)
+        resources.create_secrets(self.secrets)
         self.env = resources.function_env(self.template, resolver, self.functions)
         # A setting the developer exported wins over the template's value (resources do not:
         # they name what this stack just created).
@@ -403,6 +408,8 @@ class LocalStack:
         return self
 
     def stop(self) -> None:
+        if self._mock is not None and self._ready:
+            self._stop_waiting_executions()  # a Wait of hours must not wake into a stopped stack
         self._ready = False
         self._stopped.set()
         if self.sweeper is not None:
@@ -449,15 +456,16 @@ class LocalStack:
 
     def reset(self, timeout: float = 30.0) -> None:
         """Back to what `start()` gives, without restarting moto: running executions waited
-        for, then empty tables, buckets, queues and execution lists, fresh settings, wiring
-        and handler modules. Only for a stack without event sources; the environment is the
-        caller's."""
+        for (those of state machines that wait, stopped), then empty tables, buckets, queues
+        and execution lists, the start's secrets, fresh settings, wiring and handler modules.
+        Only for a stack without event sources; the environment is the caller's."""
         if not self._ready or self.resolver is None or self.sweeper is None:
             raise RuntimeError("the local stack is not started")
         if self.event_source_mode != "off":
             raise RuntimeError("reset() needs a stack started with event_sources=False")
         sfn = self._client("stepfunctions")
         deadline = time.monotonic() + timeout
+        self._stop_waiting_executions()
         for machine in sfn.list_state_machines()["stateMachines"]:
             arn = machine["stateMachineArn"]
             while sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]:
@@ -479,6 +487,7 @@ class LocalStack:
         resources.create_tables(template_resources, self.resolver)
         resources.empty_buckets(self.buckets)
         self.queues = resources.create_queues(template_resources, self.resolver)
+        resources.create_secrets(self.secrets, replace=True)
         drop_finished_executions(keep=0)
         forget_finished_threads()
         self.sweeper = Sweeper(
@@ -495,6 +504,26 @@ class LocalStack:
         wiring.reset()
         if self.recorder is not None:
             self.recorder.armed = True
+
+    def _stop_waiting_executions(self) -> None:
+        """Stop the running executions of the state machines that wait (a Wait state: the
+        delegations' timer), which may be hours from ending; others are left to finish."""
+        if self.resolver is None:
+            return
+        sfn = self._client("stepfunctions")
+        for logical_id in resources.waiting_state_machines(self.template["Resources"]):
+            arn = self.resolver.refs.get(logical_id)
+            if arn is None:
+                continue
+            pages = sfn.get_paginator("list_executions").paginate(
+                stateMachineArn=arn, statusFilter="RUNNING"
+            )
+            for page in pages:
+                for execution in page["executions"]:
+                    try:
+                        sfn.stop_execution(executionArn=execution["executionArn"])
+                    except sfn.exceptions.ExecutionDoesNotExist:
+                        pass
 
     def _set_env(self, values: dict[str, str]) -> None:
         for key, value in values.items():
