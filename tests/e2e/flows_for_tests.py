@@ -11,7 +11,7 @@ import random
 import time
 from collections.abc import Iterator
 
-from a2a_serverless.flows import AgentExtension, Flow, Outcome, StepContext
+from a2a_serverless.flows import AgentExtension, Flow, FlowCanceled, Outcome, StepContext
 from tests.helpers import artifact_chunk
 
 TIMED_CHUNKS = 60
@@ -96,3 +96,54 @@ def big_file(ctx: StepContext) -> Outcome:
         return Outcome.rejected("send the file's size in bytes, e.g. 52428800")
     ctx.artifact_file(big_file_chunks(size), filename="big.bin", artifact_id="file", name="big")
     return Outcome.completed()
+
+
+# -- remote agents for the delegation tests (tests/e2e/test_delegation.py) ---------------------
+
+CITY_QUESTION = "Which city?"
+CHUNK_PAUSE_SECONDS = 0.2
+SLOW_SECONDS = 60.0
+SLOW_CHECK_SECONDS = 0.5
+
+
+def forecast_chunks(city: str) -> list[str]:
+    """The three chunks `asks_then_answers` streams for `city`."""
+    return ["The forecast for ", city, ": sunny."]
+
+
+def asks_then_answers(ctx: StepContext) -> Outcome:
+    """Turn 1 asks CITY_QUESTION (input-required); the answer's turn streams the forecast for
+    that city as one artifact ("forecast") in 3 chunks, then completes."""
+    if not ctx.state.get("asked"):
+        ctx.state["asked"] = True
+        return Outcome.input_required(CITY_QUESTION)
+    chunks = forecast_chunks(ctx.text.strip())
+    for index, chunk in enumerate(chunks):
+        if index:
+            time.sleep(CHUNK_PAUSE_SECONDS)
+        artifact_chunk(ctx, "forecast", chunk, index, len(chunks))
+    return Outcome.completed("Forecast sent.")
+
+
+def slow(ctx: StepContext) -> Outcome:
+    """Works until canceled (looking every SLOW_CHECK_SECONDS), completing after SLOW_SECONDS.
+    Silent meanwhile: a delegating task's status keeps naming this task."""
+    started = time.monotonic()
+    while time.monotonic() - started < SLOW_SECONDS:
+        if ctx.emitter.canceled():  # type: ignore[attr-defined]  # the worker's emitter has it
+            raise FlowCanceled()
+        time.sleep(SLOW_CHECK_SECONDS)
+    return Outcome.completed("Done at last.")
+
+
+def remote_agent(ctx: StepContext) -> Outcome:
+    """`slow` for a message that starts with "[slow]"; for "[partial] CITY", the forecast's
+    chunks for CITY, then `slow`; else `asks_then_answers`."""
+    if ctx.text.startswith("[slow]"):
+        return slow(ctx)
+    if ctx.text.startswith("[partial]"):
+        chunks = forecast_chunks(ctx.text.removeprefix("[partial]").strip())
+        for index, chunk in enumerate(chunks):
+            artifact_chunk(ctx, "forecast", chunk, index, len(chunks))
+        return slow(ctx)
+    return asks_then_answers(ctx)
