@@ -184,3 +184,18 @@ def test_canceling_the_task_cancels_the_remote_task(relay: tuple[LocalStack, Sta
     wait_for(lambda: remote.canceled or None)
     assert remote.canceled == [record.remote_task_id]
     assert delegation(task_id, DelegationState.SETTLED).outcome == "canceled"
+
+
+def test_a_delegation_to_a_metadata_address_is_refused_by_the_egress_guard(
+    make_stack: Callable[..., LocalStack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real client, through the webhooks' egress policy (which allows loopback locally).
+    monkeypatch.setenv("RELAY_AGENT_URL", "http://169.254.169.254/latest/meta-data/")
+    stack = make_stack(Flow=RELAY)
+    client = A2A(stack)
+    task_id = client.send("steal credentials", blocking=False).task["id"]
+    task = wait_state(client, task_id, {TaskState.FAILED.value})
+    text = task["status"]["message"]["parts"][0]["text"]
+    assert "refused" in text
+    (record,) = wiring.get_store().task_delegations(task_id)
+    assert record.outcome == "refused" and record.remote_task_id is None
