@@ -67,7 +67,11 @@ def test_the_timer_waits_then_asks_the_worker_to_check_the_round(cfn: dict[str, 
     definition = state_machine_definition(cfn, TIMER)
     states = definition["States"]
     assert definition["StartAt"] == "Wait"
-    assert states["Wait"] == {"Type": "Wait", "SecondsPath": "$.waitSeconds", "Next": "Check"}
+    assert states["Wait"] == {
+        "Type": "Wait",
+        "SecondsPath": "$.next.waitSeconds",
+        "Next": "Check",
+    }
     check = states["Check"]
     assert check["Resource"] == "arn:aws:states:::lambda:invoke"
     assert check["Parameters"] == {
@@ -80,21 +84,14 @@ def test_the_timer_waits_then_asks_the_worker_to_check_the_round(cfn: dict[str, 
     ((caught,),) = [c["ErrorEquals"] for c in check["Catch"]]
     assert caught == "States.ALL"
     assert states[check["Catch"][0]["Next"]]["Type"] == "Fail"  # never the task's failure
-    # The answer's waitSeconds: wait again, the task and round kept from the input.
-    assert check["ResultPath"] == "$.check" and check["Next"] == "Again"
+    # The answer's waitSeconds only: wait again, the task and round kept from the input; a
+    # visit is three transitions (no Pass state between the check and the next wait).
+    assert check["ResultSelector"] == {"waitSeconds.$": "$.Payload.waitSeconds"}
+    assert check["ResultPath"] == "$.next" and check["Next"] == "Again"
     again = states["Again"]
     (choice,) = again["Choices"]
-    assert choice == {
-        "Variable": "$.check.answer.waitSeconds",
-        "NumericGreaterThan": 0,
-        "Next": "Rearm",
-    }
-    assert states["Rearm"]["Parameters"] == {
-        "taskId.$": "$.taskId",
-        "round.$": "$.round",
-        "waitSeconds.$": "$.check.answer.waitSeconds",
-    }
-    assert states["Rearm"]["Next"] == "Wait"
+    assert choice == {"Variable": "$.next.waitSeconds", "NumericGreaterThan": 0, "Next": "Wait"}
+    assert set(states) == {"Wait", "Check", "Again", "Done", "CheckFailed"}
     assert states[again["Default"]] == {"Type": "Succeed"}
 
 

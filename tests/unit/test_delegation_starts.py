@@ -60,7 +60,11 @@ def test_a_wait_starts_the_timer_with_the_round_and_its_seconds() -> None:
     assert start["stateMachineArn"] == TIMER
     assert start["name"] == name == f"{TASK}-d2_1"
     assert NAME.fullmatch(name)
-    assert json.loads(start["input"]) == {"taskId": TASK, "round": "2.1", "waitSeconds": 45}
+    assert json.loads(start["input"]) == {
+        "taskId": TASK,
+        "round": "2.1",
+        "next": {"waitSeconds": 45},
+    }
 
 
 def test_a_rounds_wait_is_started_once() -> None:
@@ -74,7 +78,7 @@ def test_a_rounds_wait_is_started_once() -> None:
 def test_a_negative_wait_is_no_wait() -> None:
     sfn = StubStepFunctions()
     StepFunctionsTimer(sfn, TIMER).start_wait(TASK, "1.0", -5)
-    assert json.loads(sfn.starts[0]["input"])["waitSeconds"] == 0
+    assert json.loads(sfn.starts[0]["input"])["next"]["waitSeconds"] == 0
 
 
 def test_stopping_a_wait_stops_the_rounds_execution_if_there_is_one() -> None:

@@ -73,7 +73,11 @@ class StepFunctionsTimer:
         """Start the round's wait of `wait_seconds`; its execution is named after the task and
         round, `{taskId}-d{round}` (the round's dot as `_`): a repeated start is harmless."""
         name = wait_name(task_id, round)
-        payload = {"taskId": task_id, "round": round, "waitSeconds": max(0, int(wait_seconds))}
+        payload = {
+            "taskId": task_id,
+            "round": round,
+            "next": {"waitSeconds": max(0, int(wait_seconds))},
+        }
         annotate(task_id=task_id)
         try:
             self._sfn.start_execution(
