@@ -16,7 +16,9 @@ Units are counted, not timed, from the calls one single-turn echo task makes on 
 They are priced with PRICES below ($ per 1M tasks); docs/cost.md explains the model.
 The same counting gives `large_task_wru` (a task whose message carries a FILE_IN_BYTES file
 against the text-only one) and, unless --skip-files, what a task with files costs (a file in,
-a FILE_OUT_BYTES artifact out and downloaded; a turn of a conversation of 100 KB messages).
+a FILE_OUT_BYTES artifact out and downloaded; a turn of a conversation of 100 KB messages);
+unless --skip-delegation, what a delegated turn of the relay flow costs the delegating stack
+(its remote a stub in process), what its wait consumes, and one poll of a remote without push.
 
 Times are ratios against a baseline measured in the same run (the machine is shared and noisy):
 cold start (import plus first request of every function, each in a fresh interpreter against a
@@ -26,11 +28,13 @@ stack's throughput and stream figures come from scripts/bench_local.py, and so d
 round trip's (`file_roundtrip_mb_per_s` against moto S3 through boto3, unless --skip-files).
 
 Usage: scripts/bench [--json FILE] [--skip-cold-start] [--skip-local] [--skip-files] [--quick]
-                     [--cost-doc] [--write-docs] [--only-cold-start] [--repeats N] [--stack-doc]
+                     [--skip-delegation] [--cost-doc] [--write-docs] [--only-cold-start]
+                     [--repeats N] [--stack-doc] [--delegation-doc]
 
 --cost-doc rewrites the measured section of docs/cost.md and its section read from
 template.yaml (what held-open requests and the stack's options cost); --stack-doc rewrites only
-the latter, in seconds, measuring nothing. --write-docs also measures SSE
+the latter, in seconds, measuring nothing; --delegation-doc measures the delegated turns alone
+and rewrites their section (and the latter). --write-docs also measures SSE
 emit->receive latency (the e2e latency test) and writes docs/stream-latency.md.
 --only-cold-start measures the cold starts alone (with --repeats N pairs per function).
 """
@@ -104,6 +108,9 @@ PRICES: dict[str, float] = {
     "s3_get_request": 0.0004 / 1000,
     "s3_storage_gb_month": 0.023,
     "data_transfer_out_gb": 0.09,
+    # https://aws.amazon.com/dynamodb/pricing/ : data storage, Standard table class, past the
+    # first 25 GB a month ("from $0.25 per GB-month").
+    "dynamodb_storage_gb_month": 0.25,
 }
 PRICES_SOURCE_DATE = "2026-11"
 # API Gateway meters a streamed REST response in 10 MB increments of its payload, each billed as
@@ -147,6 +154,7 @@ TARGETS = {
 }
 
 HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+WORKFLOWS = ("STANDARD", "EXPRESS")
 COST_DOC = ROOT / "docs" / "cost.md"
 COST_DOC_BEGIN = "<!-- bench:begin (scripts/bench --cost-doc rewrites this section) -->"
 COST_DOC_END = "<!-- bench:end -->"
@@ -529,9 +537,15 @@ class DynamoMeter:
         consistent = bool(params.get("ConsistentRead")) and index is None
         return read_units(size, consistent=consistent)
 
-    def summary(self) -> dict[str, Any]:
+    def detach(self, events: Any) -> None:
+        events.unregister("provide-client-params.dynamodb", self._before)
+        events.unregister("after-call.dynamodb", self._after)
+        events.unregister("after-call-error.dynamodb", self._dropped)
+
+    def summary(self, start: int = 0, end: int | None = None) -> dict[str, Any]:
+        """The calls from the `start`-th to before the `end`-th (default: all)."""
         with self._lock:
-            calls = list(self.calls)
+            calls = self.calls[start:end]
         indexes: Counter[str] = Counter()
         for call in calls:
             indexes.update(call.wru_indexes)
@@ -647,10 +661,12 @@ class LambdaMeter:
         stack.handler_for = timed_handler_for
         stack.app_for = lambda logical_id: TimedApp(app_for(logical_id), logical_id)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, start: int = 0, end: int | None = None) -> dict[str, Any]:
+        """Per function, the invocations from the `start`-th to before the `end`-th (default:
+        all)."""
         rows: dict[str, dict[str, Any]] = {}
         with self._lock:
-            invocations = list(self.invocations)
+            invocations = self.invocations[start:end]
         for logical_id, seconds in invocations:
             row = rows.setdefault(
                 logical_id,
@@ -710,6 +726,73 @@ def captured_output() -> Iterator[dict[str, int]]:
 # -- one single-turn echo task, counted -----------------------------------------------------
 
 
+def _settle(sfn: Any, machine: str, stream: Any, timeout: float = 30.0) -> None:
+    """Until no execution of `machine` runs, then every stream record to the webhook sender."""
+    deadline = time.monotonic() + timeout
+    while any(
+        e["status"] == "RUNNING" for e in sfn.list_executions(stateMachineArn=machine)["executions"]
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"a flow execution is still running after {timeout:g} s")
+        time.sleep(0.02)
+    while stream.poll_once():
+        pass
+
+
+def _states_entered(sfn: Any, execution_arn: str) -> int:
+    """State transitions of an execution so far: the states it entered (its history)."""
+    history = sfn.get_execution_history(executionArn=execution_arn)["events"]
+    return sum(1 for e in history if e["type"].endswith("StateEntered"))
+
+
+def _execution_units(sfn: Any, machine: str, task_id: str) -> dict[str, Any]:
+    """The task's executions of `machine` (named after it): how many, their state
+    transitions (STANDARD's unit), and their GB-s as EXPRESS bills them."""
+    executions = [
+        e
+        for e in sfn.list_executions(stateMachineArn=machine)["executions"]
+        if e["name"].startswith(task_id)
+    ]
+    definition_bytes = len(sfn.describe_state_machine(stateMachineArn=machine)["definition"])
+    transitions = 0
+    express_gb_s = 0.0
+    for execution in executions:
+        transitions += _states_entered(sfn, execution["executionArn"])
+        described = sfn.describe_execution(executionArn=execution["executionArn"])
+        seconds = (described["stopDate"] - described["startDate"]).total_seconds()
+        billed_s = math.ceil(seconds / EXPRESS_DURATION_STEP_S - 1e-9) * EXPRESS_DURATION_STEP_S
+        used_mb = (
+            EXPRESS_BASE_MEMORY_MB + (definition_bytes + len(described.get("input", ""))) / 1024**2
+        )
+        billed_mb = math.ceil(used_mb / EXPRESS_MEMORY_CHUNK_MB) * EXPRESS_MEMORY_CHUNK_MB
+        express_gb_s += max(billed_s, EXPRESS_DURATION_STEP_S) * billed_mb / 1024
+    return {
+        "executions": len(executions),
+        "state_transitions": transitions,
+        "express_gb_seconds": express_gb_s,
+    }
+
+
+def _log_bytes(
+    template: dict[str, Any],
+    workflow: str,
+    logs: dict[str, int],
+    functions: dict[str, Any],
+    api_requests: int,
+) -> int:
+    """CloudWatch Logs bytes: what the functions printed, Lambda's own lines per invocation,
+    API Gateway's access log line per request when the template writes it."""
+    invocations = sum(f["invocations"] for f in functions.values())
+    log_bytes = (
+        logs["bytes"]
+        + LOG_EVENT_OVERHEAD_BYTES * logs["lines"]
+        + (LAMBDA_PLATFORM_LOG_BYTES + 3 * LOG_EVENT_OVERHEAD_BYTES) * invocations
+    )
+    if stack_features(template, {"WorkflowType": workflow})["access_log"]:
+        log_bytes += (ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES) * api_requests
+    return log_bytes
+
+
 def _message(text: str, *, immediate: bool = False, files: Sequence[bytes] = ()) -> dict[str, Any]:
     parts: list[dict[str, Any]] = [{"text": text}]
     parts += [
@@ -760,17 +843,7 @@ def measure_units(
         machine = stack.env["STATE_MACHINE_ARN"]
 
         def settle() -> None:
-            """Until no execution runs, then every stream record to the webhook sender."""
-            deadline = time.monotonic() + 30
-            while any(
-                e["status"] == "RUNNING"
-                for e in sfn.list_executions(stateMachineArn=machine)["executions"]
-            ):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("a flow execution is still running after 30 s")
-                time.sleep(0.02)
-            while stream.poll_once():
-                pass
+            _settle(sfn, machine, stream)
 
         async def task(client: httpx.AsyncClient, text: str) -> str:
             body = _message(text, immediate=not blocking, files=files)
@@ -804,35 +877,9 @@ def measure_units(
                 return task_id, logs, elapsed
 
         task_id, logs, send_seconds = asyncio.run(run())
-        executions = [
-            e
-            for e in sfn.list_executions(stateMachineArn=machine)["executions"]
-            if e["name"].startswith(task_id)
-        ]
-        definition_bytes = len(sfn.describe_state_machine(stateMachineArn=machine)["definition"])
-        transitions = 0
-        express_gb_s = 0.0
-        for execution in executions:
-            history = sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
-            transitions += sum(1 for e in history if e["type"].endswith("StateEntered"))
-            described = sfn.describe_execution(executionArn=execution["executionArn"])
-            seconds = (described["stopDate"] - described["startDate"]).total_seconds()
-            billed_s = math.ceil(seconds / EXPRESS_DURATION_STEP_S - 1e-9) * EXPRESS_DURATION_STEP_S
-            used_mb = (
-                EXPRESS_BASE_MEMORY_MB
-                + (definition_bytes + len(described.get("input", ""))) / 1024**2
-            )
-            billed_mb = math.ceil(used_mb / EXPRESS_MEMORY_CHUNK_MB) * EXPRESS_MEMORY_CHUNK_MB
-            express_gb_s += max(billed_s, EXPRESS_DURATION_STEP_S) * billed_mb / 1024
+        executions = _execution_units(sfn, machine, task_id)
         functions = lambdas.summary()
-        invocations = sum(f["invocations"] for f in functions.values())
-        log_bytes = (
-            logs["bytes"]
-            + LOG_EVENT_OVERHEAD_BYTES * logs["lines"]
-            + (LAMBDA_PLATFORM_LOG_BYTES + 3 * LOG_EVENT_OVERHEAD_BYTES) * invocations
-        )
-        if stack_features(stack.template, {"WorkflowType": workflow})["access_log"]:
-            log_bytes += (ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES) * api.requests
+        log_bytes = _log_bytes(stack.template, workflow, logs, functions, api.requests)
         # What the task left in the content bucket, listed by a client of the bench's own.
         lister = boto3.session.Session(region_name=REGION).client("s3")
         prefix = object_key(task_id, "")
@@ -851,11 +898,7 @@ def measure_units(
             "api_requests": api.requests,
             "lambda": functions,
             "dynamodb": ddb.summary(),
-            "stepfunctions": {
-                "executions": len(executions),
-                "state_transitions": transitions,
-                "express_gb_seconds": express_gb_s,
-            },
+            "stepfunctions": executions,
             "sqs_requests": dict(sqs_calls),
             "s3_requests": dict(s3_calls),
             "s3_stored_bytes": sum(int(item["Size"]) for item in stored),
@@ -865,6 +908,312 @@ def measure_units(
             "function_log_bytes": logs["bytes"],
         }
     finally:
+        stack.stop()
+
+
+# -- one delegated turn, counted --------------------------------------------------------------
+
+RELAY_FLOW = "a2a_serverless.flows.relay:flow"
+REMOTE_AGENT_URL = "https://remote-agent.example/"  # never reached: the remote is a stub
+REMOTE_ANSWER = "the remote agent's answer"
+# Real seconds the meters are read over while a turn waits (they count calls, not time).
+WAIT_SAMPLE_SECONDS = 3.0
+
+
+class StubRemote:
+    """The remote agent of a delegated turn, in the bench's process: its bill is someone
+    else's. `push`: its card offers push notifications. The message sent answers a WORKING
+    task; a read answers it WORKING for the first `working_reads` reads, then COMPLETED with
+    one small artifact (the one its notifications carry)."""
+
+    name = "bench-remote"
+
+    def __init__(self, push: bool = True, working_reads: int = 0) -> None:
+        from a2a_serverless.models import utcnow
+
+        self.push_notifications = push
+        self.working_reads = working_reads
+        self.pushes: list[Any] = []  # the push config of each message sent (None: none)
+        self.reads = 0
+        self.task_id = f"remote-{uuid.uuid4()}"
+        self.context_id = f"remote-context-{uuid.uuid4()}"
+        self.started = utcnow()
+
+    def _task(self, done: bool) -> Any:
+        from datetime import timedelta
+
+        from a2a_serverless.models import Artifact, Part, Task, TaskState, TaskStatus
+
+        if not done:
+            status = TaskStatus(state=TaskState.WORKING, timestamp=self.started)
+            return Task(id=self.task_id, context_id=self.context_id, status=status)
+        status = TaskStatus(
+            state=TaskState.COMPLETED, timestamp=self.started + timedelta(seconds=1)
+        )
+        artifact = Artifact(artifact_id="answer", parts=[Part(text=REMOTE_ANSWER)])
+        return Task(
+            id=self.task_id, context_id=self.context_id, status=status, artifacts=[artifact]
+        )
+
+    def send(self, message: Any, *, push: Any = None) -> Any:
+        self.pushes.append(push)
+        return self._task(done=False)
+
+    def get_task(self, task_id: str, *, history_length: int | None = None) -> Any:
+        self.reads += 1
+        return self._task(done=self.reads > self.working_reads)
+
+    def cancel_task(self, task_id: str) -> Any:
+        return self._task(done=True)
+
+    def notifications(self) -> list[dict[str, Any]]:
+        """What a remote with push sends for a one-artifact answer: the artifact, then the
+        COMPLETED status."""
+        from a2a_serverless.models import (
+            StreamResponse,
+            TaskArtifactUpdateEvent,
+            TaskStatusUpdateEvent,
+        )
+
+        done = self._task(done=True)
+        ids = {"task_id": done.id, "context_id": done.context_id}
+        artifact = TaskArtifactUpdateEvent(**ids, artifact=done.artifacts[0], last_chunk=True)
+        status = TaskStatusUpdateEvent(**ids, status=done.status)
+        return [
+            StreamResponse(artifact_update=artifact).wire(),
+            StreamResponse(status_update=status).wire(),
+        ]
+
+
+@dataclass
+class _Marks:
+    """Where the meters stood at one moment (their counts grow; nothing is reset)."""
+
+    ddb: int
+    lambdas: int
+    api: int
+    flow_transitions: int
+    timer_transitions: int
+
+
+def measure_delegation_units(workflow: str = "STANDARD", *, push: bool = True) -> dict[str, Any]:
+    """Every unit one delegated turn costs the delegating stack (on a fresh local stack whose
+    Flow is the relay, `WorkflowType=workflow`, after one warm-up turn): a non-blocking
+    SendMessage; the step that delegates (its round's write, the send to the remote, the
+    timer started); with `push`, the remote's two notifications (an artifact, then COMPLETED)
+    to the receiver route; without, the timer's polls (the remote answers WORKING to the
+    first, COMPLETED to the second); the woken step; both stream batches (an hour apart, they
+    are two). The remote is a StubRemote (not billed to this stack). "waiting": the units
+    between the end of the delegating step and the first notification (the first poll's
+    visit, without push), read over WAIT_SAMPLE_SECONDS: every meter counts calls, not time."""
+    import boto3
+    import httpx
+
+    from a2a_serverless import wiring
+    from a2a_serverless.local.stack import REGION, LocalStack
+    from a2a_serverless.models import TaskState
+    from a2a_serverless.store import DelegationState
+    from a2a_serverless.store.dynamodb import DynamoDBTaskStore, keys
+
+    parameters = {"WorkflowType": workflow, "Flow": RELAY_FLOW, "RelayAgentUrl": REMOTE_AGENT_URL}
+    stack = LocalStack(parameters=parameters, event_sources="manual").start()
+    session_events = boto3._get_default_session().events
+    reader = boto3.session.Session().client("dynamodb", region_name=REGION)
+    ddb = DynamoMeter(table_schema(stack.template), stack.env["TABLE_NAME"], reader)
+    sqs_calls: Counter[str] = Counter()
+    s3_calls: Counter[str] = Counter()
+
+    def count_sqs(model: Any, **_: Any) -> None:
+        sqs_calls.update([model.name])
+
+    def count_s3(model: Any, **_: Any) -> None:
+        s3_calls.update([model.name])
+
+    remotes: list[StubRemote] = []
+    real_connect = wiring._connect_remote
+
+    def connect(agent_url: str, credentials: str | None) -> StubRemote:
+        assert agent_url == REMOTE_AGENT_URL, agent_url
+        return remotes[-1]
+
+    ddb.attach(session_events)  # before the functions make their clients (lazily)
+    session_events.register("before-call.sqs", count_sqs)
+    session_events.register("before-call.s3", count_s3)
+    try:
+        wiring._connect_remote = connect
+        assert stack.event_sources is not None
+        lambdas = LambdaMeter(function_memory(stack.template))
+        lambdas.wrap(stack)
+        api = ApiCounter(stack.gateway())
+        stream = stack.event_sources.by_name("WebhookSenderFunction.TaskEvents")
+        sfn = stack._client("stepfunctions")
+        machine = stack.env["STATE_MACHINE_ARN"]
+        timer_machine = stack.env["TIMER_STATE_MACHINE_ARN"]
+        store = DynamoDBTaskStore(reader, stack.env["TABLE_NAME"])
+
+        def entered(arn: str, task_id: str) -> int:
+            return sum(
+                _states_entered(sfn, e["executionArn"])
+                for e in sfn.list_executions(stateMachineArn=arn)["executions"]
+                if e["name"].startswith(task_id)
+            )
+
+        def marks(task_id: str) -> _Marks:
+            return _Marks(
+                len(ddb.calls),
+                len(lambdas.invocations),
+                api.requests,
+                entered(machine, task_id),
+                entered(timer_machine, task_id),
+            )
+
+        def stored_bytes(task_id: str) -> int:
+            """The round's items (what waiting adds to the task's storage)."""
+            found = reader.query(
+                TableName=stack.env["TABLE_NAME"],
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :r)",
+                ExpressionAttributeValues={
+                    ":pk": keys.task_pk(task_id),
+                    ":r": {"S": keys.DELEGATION_PREFIX},
+                },
+            )
+            return sum(item_size(item) for item in found["Items"])
+
+        def until(what: Callable[[], bool], timeout: float = 60.0) -> None:
+            deadline = time.monotonic() + timeout
+            while not what():
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the delegated turn did not get there in time")
+                time.sleep(0.02)
+
+        async def turn(client: httpx.AsyncClient) -> dict[str, Any]:
+            remotes.append(StubRemote(push=push, working_reads=0 if push else 1))
+            body = _message("a delegated turn", immediate=True)
+            response = await client.post("/message:send", json=body, headers=HEADERS)
+            assert response.status_code == 200, response.text[:2000]
+            task_id = str(response.json()["task"]["id"])
+            await asyncio.to_thread(_settle, sfn, machine, stream)  # the delegating step
+            (record,) = store.task_delegations(task_id)
+            assert record.state is DelegationState.WAITING, record
+            assert record.mode == ("push" if push else "poll"), record.mode
+            # The wait: nothing runs (push), or up to the first poll's visit (Wait, Check,
+            # Again, then Wait again: four states entered).
+            before = marks(task_id)
+            with captured_output() as waiting_logs:
+                started = time.monotonic()
+                if push:
+                    await asyncio.sleep(WAIT_SAMPLE_SECONDS)
+                else:
+                    await asyncio.to_thread(until, lambda: entered(timer_machine, task_id) >= 4)
+                while stream.poll_once():  # an event written meanwhile would reach the sender
+                    pass
+                waited = time.monotonic() - started
+                after = marks(task_id)
+            stored = stored_bytes(task_id)
+            if push:
+                for notification in remotes[-1].notifications():
+                    answer = await client.post(
+                        f"/delegations/{task_id}/{record.key}",
+                        json=notification,
+                        headers={"X-A2A-Notification-Token": record.token},
+                    )
+                    assert answer.status_code == 200, answer.text[:2000]
+
+            def completed() -> bool:
+                found = store.get_record(task_id)
+                return found is not None and found.state is TaskState.COMPLETED
+
+            await asyncio.to_thread(until, completed)
+            await asyncio.to_thread(_settle, sfn, machine, stream)  # the woken step
+
+            def timer_ended() -> bool:
+                executions = sfn.list_executions(stateMachineArn=timer_machine)["executions"]
+                return all(e["status"] != "RUNNING" for e in executions)
+
+            await asyncio.to_thread(until, timer_ended)
+            return {
+                "task_id": task_id,
+                "before": before,
+                "after": after,
+                "waiting_logs": waiting_logs,
+                "waited": waited,
+                "stored": stored,
+            }
+
+        async def run() -> tuple[dict[str, Any], dict[str, int]]:
+            transport = httpx.ASGITransport(app=api)
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://bench", timeout=300
+            ) as client:
+                with captured_output():  # a warm-up turn, neither shown nor counted
+                    await turn(client)
+                gc.collect()
+                ddb.reset()
+                lambdas.reset()
+                sqs_calls.clear()
+                s3_calls.clear()
+                api.requests = 0
+                with captured_output() as logs:
+                    measured = await turn(client)
+                return measured, logs
+
+        measured, logs = asyncio.run(run())
+        task_id, before, after = measured["task_id"], measured["before"], measured["after"]
+        functions = lambdas.summary()
+        # The waiting window's lines went to its own capture: they are the turn's too.
+        waiting_logs = measured["waiting_logs"]
+        all_logs = {k: logs[k] + waiting_logs[k] for k in ("bytes", "lines")}
+        timer = _execution_units(sfn, timer_machine, task_id)
+        (timer_execution,) = [
+            e
+            for e in sfn.list_executions(stateMachineArn=timer_machine)["executions"]
+            if e["name"].startswith(task_id)
+        ]
+        waiting_functions = lambdas.summary(before.lambdas, after.lambdas)
+        waiting_api = after.api - before.api
+        waiting = {
+            "seconds": round(measured["waited"], 1),
+            "api_requests": waiting_api,
+            "lambda": waiting_functions,
+            "dynamodb": ddb.summary(before.ddb, after.ddb),
+            "stepfunctions": {
+                "executions": 0,
+                "state_transitions": after.flow_transitions - before.flow_transitions,
+                "express_gb_seconds": 0.0,
+            },
+            "timer": {"state_transitions": after.timer_transitions - before.timer_transitions},
+            "sqs_requests": {},
+            "log_bytes": _log_bytes(
+                stack.template, workflow, waiting_logs, waiting_functions, waiting_api
+            ),
+            "function_log_bytes": waiting_logs["bytes"],
+            "round_item_bytes": measured["stored"],
+        }
+        return {
+            "workflow": workflow,
+            "push": push,
+            "task_id": task_id,
+            "remote_pushes": [p is not None for p in remotes[-1].pushes],
+            "api_requests": api.requests,
+            "lambda": functions,
+            "dynamodb": ddb.summary(),
+            "stepfunctions": _execution_units(sfn, machine, task_id),
+            "timer": {
+                "executions": timer["executions"],
+                "state_transitions": timer["state_transitions"],
+                "status": timer_execution["status"],
+            },
+            "sqs_requests": dict(sqs_calls),
+            "s3_requests": dict(s3_calls),
+            "log_bytes": _log_bytes(stack.template, workflow, all_logs, functions, api.requests),
+            "function_log_bytes": all_logs["bytes"],
+            "waiting": waiting,
+        }
+    finally:
+        wiring._connect_remote = real_connect
+        ddb.detach(session_events)
+        session_events.unregister("before-call.sqs", count_sqs)
+        session_events.unregister("before-call.s3", count_s3)
         stack.stop()
 
 
@@ -947,6 +1296,95 @@ def cost_phase() -> dict[str, Any]:
         "sfn_transitions_per_turn": standard["stepfunctions"]["state_transitions"],
         "usd_breakdown_per_million_tasks": prices,
         "units_per_task": units,
+    }
+
+
+def price_delegated(units: dict[str, Any], workflow: str) -> dict[str, float]:
+    """$ per 1M delegated turns (or waits, or polls), per service: `price`'s lines (the flow's
+    state machine as `workflow` bills it) and the delegations' timer, STANDARD always
+    (`stepfunctions_timer`: its state transitions)."""
+    lines = price(units, workflow)
+    timer = units["timer"]["state_transitions"] * PRICES["sfn_standard_transition"] * 1e6
+    total = lines.pop("total")
+    out: dict[str, float] = {}
+    for name, usd in lines.items():
+        out[name] = usd
+        if name == "stepfunctions":
+            out["stepfunctions_timer"] = round(timer, 2)
+    out["total"] = round(total + timer, 2)
+    return out
+
+
+def poll_offsets(seconds: float) -> list[int]:
+    """When a remote without push is polled, in seconds after the send, up to `seconds`: 2, 4,
+    8... seconds apart, then every MAX_POLL_SECONDS (core/delegation.py)."""
+    from a2a_serverless.core.delegation import MAX_POLL_SECONDS
+
+    offsets: list[int] = []
+    at = 0
+    while True:
+        at += min(MAX_POLL_SECONDS, 2 ** (len(offsets) + 1))
+        if at > seconds:
+            return offsets
+        offsets.append(at)
+
+
+def _window(units: dict[str, Any]) -> dict[str, Any]:
+    """A measured window (a wait, a poll) in short: its units, and $ per 1M of it."""
+    functions = units["lambda"]
+    return {
+        "seconds": units["seconds"],
+        "api_requests": units["api_requests"],
+        "lambda_invocations": sum(f["invocations"] for f in functions.values()),
+        "lambda_billed_ms": sum(f["billed_ms"] for f in functions.values()),
+        "dynamodb_calls": units["dynamodb"]["calls"],
+        "wru": units["dynamodb"]["wru"],
+        "rru": units["dynamodb"]["rru"],
+        "state_transitions": units["stepfunctions"]["state_transitions"]
+        + units["timer"]["state_transitions"],
+        "log_bytes": units["log_bytes"],
+        "round_item_bytes": units["round_item_bytes"],
+        "usd_per_million": price_delegated(units, "STANDARD")["total"],
+    }
+
+
+def delegation_phase() -> dict[str, Any]:
+    """A delegated turn of the relay flow (its remote with push) on either workflow, a
+    non-blocking echo task beside it, and a turn whose remote has no push (its polls)."""
+    turns = {workflow: measure_delegation_units(workflow) for workflow in WORKFLOWS}
+    echo = {workflow: measure_units(workflow, blocking=False) for workflow in WORKFLOWS}
+    polled = measure_delegation_units("STANDARD", push=False)
+    return delegation_summary(turns, echo, polled)
+
+
+def delegation_summary(
+    turns: dict[str, dict[str, Any]], echo: dict[str, dict[str, Any]], polled: dict[str, Any]
+) -> dict[str, Any]:
+    """The report's delegation keys from the measured units: `turns` and `echo` per workflow
+    (measure_delegation_units, measure_units non-blocking), `polled` a turn without push."""
+    usd = {workflow: price_delegated(turns[workflow], workflow) for workflow in WORKFLOWS}
+    waiting = _window(turns["STANDARD"]["waiting"])
+    poll = _window(polled["waiting"])
+    first_hour = len(poll_offsets(3600))
+    # Storage is what an hour of waiting bills: the round's items, for an hour.
+    hour_gb_months = waiting["round_item_bytes"] / 1024**3 / (DAYS_PER_MONTH * 24)
+    waiting["storage_usd_per_million_hours"] = round(
+        hour_gb_months * PRICES["dynamodb_storage_gb_month"] * 1e6, 4
+    )
+    return {
+        "delegated_turn_usd": {workflow: usd[workflow]["total"] for workflow in WORKFLOWS},
+        "delegated_turn_usd_breakdown": usd,
+        "delegated_turn_units": turns,
+        "waiting_units": waiting,
+        "poll_units": poll,
+        "polls_first_hour": first_hour,
+        "polled_hour_usd_per_million": round(first_hour * poll["usd_per_million"], 2),
+        "polled_turn_units": polled,
+        "polled_turn_usd": price_delegated(polled, "STANDARD"),
+        "echo_nonblocking_usd_breakdown": {
+            workflow: price(echo[workflow], workflow) for workflow in WORKFLOWS
+        },
+        "echo_nonblocking_wru": echo["STANDARD"]["dynamodb"]["wru"],
     }
 
 
@@ -1264,6 +1702,7 @@ COLD_START_EVENTS = {
     "ListTasksFunction": "list_tasks.json",
     "StreamFunction": "cancel_task.json",
     "PushConfigFunction": "push_config_list.json",
+    "DelegationReceiverFunction": "delegation_notification.json",
     "FlowWorkerFunction": "flow_worker_step.json",
     "WebhookSenderFunction": "webhook_stream_batch.json",
 }
@@ -1892,6 +2331,17 @@ def render_text(report: dict[str, Any]) -> str:
                 + f"{service:<16}"
                 + "".join(f"{breakdown[w][service]:>12.2f}" for w in breakdown)
             )
+    delegated = report.get("delegated_turn_usd")
+    if delegated:
+        waiting, poll = report["waiting_units"], report["poll_units"]
+        lines.append(
+            f"$ per 1M delegated turns (relay, push): STANDARD {delegated['STANDARD']:.2f}, "
+            f"EXPRESS {delegated['EXPRESS']:.2f}; the wait: {waiting['lambda_invocations']} "
+            f"Lambda invocations, {sum(waiting['dynamodb_calls'].values())} DynamoDB calls, "
+            f"{waiting['state_transitions']} transitions; without push, "
+            f"${poll['usd_per_million']:.2f} per 1M polls, {report['polls_first_hour']} polls "
+            f"the first hour (${report['polled_hour_usd_per_million']:.2f} per 1M)"
+        )
     ratios = report.get("cold_start_ratio") or {}
     if ratios:
         lines.append("cold start (import + first request) / (import boto3 + client + one call)")
@@ -2003,6 +2453,140 @@ def cost_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+COST_DELEGATION_BEGIN = (
+    "<!-- bench:delegation:begin (scripts/bench --cost-doc rewrites this section) -->"
+)
+COST_DELEGATION_END = "<!-- bench:delegation:end -->"
+
+
+def _calls(calls: dict[str, int]) -> str:
+    return ", ".join(f"{n} {op}" for op, n in sorted(calls.items())) or "0"
+
+
+def delegation_table(report: dict[str, Any]) -> str:
+    """docs/cost.md's measured part of "Delegation"."""
+    turns = report["delegated_turn_units"]
+    columns = [
+        turns["STANDARD"],
+        turns["EXPRESS"],
+        turns["STANDARD"]["waiting"],
+        report["polled_turn_units"]["waiting"],
+    ]
+    usd = report["delegated_turn_usd_breakdown"]
+    echo = report["echo_nonblocking_usd_breakdown"]
+    waiting, poll = report["waiting_units"], report["poll_units"]
+
+    def row(label: str, cells: list[Any]) -> str:
+        return f"| {label} | " + " | ".join(str(c) for c in cells) + " |"
+
+    lines = [
+        COST_DELEGATION_BEGIN,
+        "",
+        f"Measured by `scripts/bench --cost-doc` (or `--delegation-doc`) on "
+        f"{date.today().isoformat()} (warm "
+        "functions; handler times are the local stack's, see above). The wait was read over "
+        f"{waiting['seconds']:g} s of real time: the meters count calls, not time.",
+        "",
+        "| unit | delegated turn, STANDARD | delegated turn, EXPRESS | the wait (push) "
+        "| one poll (no push) |",
+        "|---|---|---|---|---|",
+        row("API Gateway requests", [c["api_requests"] for c in columns]),
+    ]
+    names = sorted({name for c in columns for name in c["lambda"]})
+    for name in names:
+        memory = next(c["lambda"][name]["memory_mb"] for c in columns if name in c["lambda"])
+        cells = []
+        for c in columns:
+            one = c["lambda"].get(name, {"invocations": 0, "billed_ms": 0})
+            cells.append(f"{one['invocations']} ({one['billed_ms']})")
+        lines.append(row(f"{name} invocations (billed ms, {memory} MB)", cells))
+    lines += [
+        row("DynamoDB calls", [_calls(c["dynamodb"]["calls"]) for c in columns]),
+        row(
+            "**DynamoDB WRU** (index writes included)",
+            [f"**{c['dynamodb']['wru']}**" for c in columns],
+        ),
+        row("DynamoDB RRU", [f"{c['dynamodb']['rru']:g}" for c in columns]),
+        row(
+            "flow state machine: executions, state transitions",
+            [
+                f"{c['stepfunctions']['executions']}, {c['stepfunctions']['state_transitions']}"
+                + (" (not billed)" if i == 1 else "")
+                for i, c in enumerate(columns)
+            ],
+        ),
+        row(
+            "flow state machine: Express GB-s",
+            ["(not billed)", f"{columns[1]['stepfunctions']['express_gb_seconds']:.4f}", "—", "—"],
+        ),
+        row(
+            "timer (STANDARD): state transitions",
+            [c["timer"]["state_transitions"] for c in columns],
+        ),
+        row("CloudWatch Logs bytes", [c["log_bytes"] for c in columns]),
+        "",
+        "| $ per 1M | delegated turn, STANDARD | delegated turn, EXPRESS "
+        "| echo task (non-blocking), STANDARD | echo task (non-blocking), EXPRESS |",
+        "|---|---|---|---|---|",
+    ]
+    for service in usd["STANDARD"]:
+        if service in ("s3", "data_transfer_out") and not any(
+            table[w].get(service) for table in (usd, echo) for w in WORKFLOWS
+        ):
+            continue
+        bold = "**" if service == "total" else ""
+        cells = [
+            f"{bold}{table[w].get(service, 0):.2f}{bold}"
+            for table in (usd, echo)
+            for w in WORKFLOWS
+        ]
+        lines.append(row(f"{bold}{service}{bold}", cells))
+    offsets = poll_offsets(3600)
+    from a2a_serverless.core.delegation import MAX_POLL_SECONDS
+
+    doubling = [at for i, at in enumerate(offsets) if 2 ** (i + 1) < MAX_POLL_SECONDS]
+    standard, express = usd["STANDARD"]["total"], usd["EXPRESS"]["total"]
+    timer = usd["STANDARD"]["stepfunctions_timer"]
+    lines += [
+        "",
+        f"**A delegated turn** costs {_usd(standard)} per 1M turns on STANDARD and "
+        f"{_usd(express)} on EXPRESS, against {_usd(echo['STANDARD']['total'])} and "
+        f"{_usd(echo['EXPRESS']['total'])} for a non-blocking echo task measured in the same "
+        "run. What it adds: a second flow step (the woken one: a FlowWorker invocation and a "
+        "flow execution), the two notifications (two API requests, two receiver invocations), "
+        f"the round in DynamoDB ({turns['STANDARD']['dynamodb']['wru']} WRU against the echo's "
+        f"{report['echo_nonblocking_wru']}: the round's record, its send, the remote's "
+        "statuses, the artifact seen, the wait's end), a second stream batch for the webhook "
+        f"sender, and the timer's one STANDARD transition ({_usd(timer)} on either workflow).",
+        "",
+        "**An hour of waiting** runs nothing: between the end of the delegating step and the "
+        f"first notification, {waiting['api_requests']} API requests, "
+        f"{waiting['lambda_invocations']} Lambda invocations, "
+        f"{sum(waiting['dynamodb_calls'].values())} DynamoDB calls, "
+        f"{waiting['state_transitions']} state transitions and {waiting['log_bytes']} log "
+        "bytes. The timer's Wait was entered once, when the step started it (its transition "
+        "is the turn's); a STANDARD execution is billed per transition, not per second. What "
+        f"the hour bills is storage: the round's item ({waiting['round_item_bytes']} bytes) "
+        f"at ${PRICES['dynamodb_storage_gb_month']:.2f} per GB-month, "
+        f"{_usd(waiting['storage_usd_per_million_hours'])} per 1M turns waiting an hour.",
+        "",
+        "**Without push** (the remote's card has no `pushNotifications`), the timer polls "
+        + ", ".join(str(b - a) for a, b in zip([0, *doubling], doubling, strict=False))
+        + f" s apart, then every {MAX_POLL_SECONDS} s: in the first t seconds "
+        f"(t ≥ {doubling[-1]}), {len(doubling)} + ⌊(t - {doubling[-1]}) / {MAX_POLL_SECONDS}⌋ "
+        f"polls, {len(offsets)} in the first hour, {3600 // MAX_POLL_SECONDS} in each hour "
+        f"after. One poll is {poll['lambda_invocations']} FlowWorker invocation "
+        f"({poll['lambda_billed_ms']} ms), {poll['state_transitions']} timer transitions "
+        f"(Check, Again, Wait), {sum(poll['dynamodb_calls'].values())} DynamoDB calls "
+        f"({poll['wru']} WRU, {poll['rru']:g} RRU): {_usd(poll['usd_per_million'])} per 1M "
+        f"polls, so an hour of polling costs {_usd(report['polled_hour_usd_per_million'])} per "
+        "1M waiting turns where push costs its storage only.",
+        "",
+        COST_DELEGATION_END,
+    ]
+    return "\n".join(lines)
+
+
 def _replace_section(text: str, begin_marker: str, end_marker: str, section: str) -> str:
     begin, end = text.index(begin_marker), text.index(end_marker) + len(end_marker)
     return text[:begin] + section + text[end:]
@@ -2013,8 +2597,11 @@ def write_cost_doc(report: dict[str, Any] | None) -> None:
     from a2a_serverless.local.template import load_template
 
     text = COST_DOC.read_text()
-    if report is not None:
+    if report is not None and report.get("units_per_task"):
         text = _replace_section(text, COST_DOC_BEGIN, COST_DOC_END, cost_table(report))
+    if report is not None and report.get("delegated_turn_units"):
+        section = delegation_table(report)
+        text = _replace_section(text, COST_DELEGATION_BEGIN, COST_DELEGATION_END, section)
     stack = stack_table(load_template(ROOT / "template.yaml"))
     COST_DOC.write_text(_replace_section(text, COST_STACK_BEGIN, COST_STACK_END, stack))
 
@@ -2030,7 +2617,10 @@ TOP_LEVEL_KEYS = (
     "local_tasks_per_second",
     "local_throughput_ratio_5000_stored",
     "stream_p95_ms_8_streams",
+    "delegated_turn_usd",
+    "waiting_units",
 )
+DELEGATION_KEYS = ("delegated_turn_usd", "waiting_units")
 
 
 def build_report(
@@ -2038,10 +2628,12 @@ def build_report(
     cold: dict[str, Any] | None = None,
     local: dict[str, Any] | None = None,
     files: dict[str, Any] | None = None,
+    delegation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON report: the stable top-level keys (TOP_LEVEL_KEYS, None where not measured),
     then the details."""
     report: dict[str, Any] = {"large_task_wru": None, **cost}
+    report.update({**dict.fromkeys(DELEGATION_KEYS), **(delegation or {})})
     report["cold_start_ratio"] = (
         {name: row["ratio"] for name, row in cold["functions"].items() if "ratio" in row}
         if cold
@@ -2056,6 +2648,8 @@ def build_report(
         report["cold_start"] = cold
     report.update({**dict.fromkeys(LOCAL_KEYS), **(local or {})})
     report.update({**dict.fromkeys(FILE_KEYS), **(files or {})})
+    for key in TOP_LEVEL_KEYS:  # a phase that did not run (--delegation-doc: the cost one)
+        report.setdefault(key, None)
     return report
 
 
@@ -2082,6 +2676,14 @@ def main() -> int:
     parser.add_argument(
         "--skip-files", action="store_true", help="no file round trip, no file task's cost"
     )
+    parser.add_argument(
+        "--skip-delegation", action="store_true", help="no delegated turn (relay flow)"
+    )
+    parser.add_argument(
+        "--delegation-doc",
+        action="store_true",
+        help=f"only measure the delegated turns and rewrite {COST_DOC}'s Delegation section",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller runs")
     parser.add_argument("--cost-doc", action="store_true", help=f"rewrite tables in {COST_DOC}")
     parser.add_argument(
@@ -2095,6 +2697,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.stack_doc:
         write_cost_doc(None)
+        return 0
+    if args.delegation_doc:
+        report = build_report({}, delegation=delegation_phase())
+        print(render_text(report))
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        write_cost_doc(report)
         return 0
     if args.only_cold_start and (args.skip_cold_start or args.cost_doc):
         parser.error("--only-cold-start measures no units: not with --skip-cold-start/--cost-doc")
@@ -2112,7 +2721,9 @@ def main() -> int:
     )
     local = None if args.skip_local or args.only_cold_start else local_phase(args.quick)
     files = None if args.skip_files or args.only_cold_start else files_phase(args.quick)
-    report = build_report(cost, cold, local, files)
+    skip_delegation = args.skip_delegation or args.only_cold_start
+    delegation = None if skip_delegation else delegation_phase()
+    report = build_report(cost, cold, local, files, delegation)
     print(render_text(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
