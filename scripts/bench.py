@@ -13,7 +13,8 @@ Units are counted, not timed, from the calls one single-turn echo task makes on 
 - S3 requests of the functions (by pricing class) and the bytes the task leaves in the content
   bucket (stored for RetentionDays); a client's downloads of file artifacts where a task has
   them (GET requests and data transfer out).
-They are priced with PRICES below ($ per 1M tasks); docs/cost.md explains the model.
+They are priced with PRICES (a2a_serverless/local/meter.py, the meter this script counts
+with) in $ per 1M tasks; docs/cost.md explains the model.
 The same counting gives `large_task_wru` (a task whose message carries a FILE_IN_BYTES file
 against the text-only one) and, unless --skip-files, what a task with files costs (a file in,
 a FILE_OUT_BYTES artifact out and downloaded; a turn of a conversation of 100 KB messages);
@@ -50,18 +51,16 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -69,74 +68,55 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "shared"))
 
-# -- prices ----------------------------------------------------------------------------------
-# us-east-1, on-demand list prices, read 2026-11 from:
-#   https://aws.amazon.com/api-gateway/pricing/   (REST API, first 333M requests/month)
-#   https://aws.amazon.com/lambda/pricing/        (Arm, first 7.5B GB-s/month; 1 ms granularity)
-#   https://aws.amazon.com/step-functions/pricing/ (Standard transitions; Express requests and
-#       duration: $0.06/GB-hour for the first 1,000 GB-hours, memory billed in 64 MB chunks
-#       (50 MB + definition + payload), duration rounded up to 100 ms)
-#   https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table class)
-#   https://aws.amazon.com/sqs/pricing/ , https://aws.amazon.com/cloudwatch/pricing/
-# Free tiers are ignored: the figures are for a stack past them.
-PRICES: dict[str, float] = {
-    "apigateway_rest_request": 3.50e-6,
-    "lambda_request": 0.20e-6,
-    "lambda_arm64_gb_second": 0.0000133334,
-    "sfn_standard_transition": 25.0e-6,
-    "sfn_express_request": 1.00e-6,
-    "sfn_express_gb_second": 0.06 / 3600,  # $0.00001667
-    "dynamodb_wru": 0.625e-6,
-    "dynamodb_rru": 0.125e-6,
-    "sqs_request": 0.40e-6,
-    "cloudwatch_logs_ingested_byte": 0.50 / 1024**3,
-    # The stack's other lines (docs/cost.md "What else the stack bills"): X-Ray traces recorded
-    # and a KMS key's month from https://aws.amazon.com/xray/pricing/ and /kms/pricing/; KMS
-    # (symmetric) requests, a standard alarm's month (/cloudwatch/pricing/) and continuous
-    # backups per GB-month (/dynamodb/pricing/on-demand/) as summaries of those pages quote them.
-    "xray_trace_recorded": 5.00e-6,
-    "kms_key_month": 1.00,
-    "kms_request": 0.03 / 10_000,
-    "cloudwatch_alarm_month": 0.10,
-    "dynamodb_pitr_gb_month": 0.20,
-    # https://aws.amazon.com/s3/pricing/ (S3 Standard; as summaries of that page quote it):
-    # PUT, COPY, POST and LIST requests $0.005 per 1,000, GET and the others $0.0004 per 1,000
-    # (DELETE and aborting an upload are free); storage $0.023 per GB-month (first 50 TB);
-    # data transfer out to the internet $0.09 per GB (after the 100 GB a month that are free
-    # across the account, up to 10 TB). Data transfer in, and S3 to Lambda in one Region, free.
-    "s3_put_request": 0.005 / 1000,
-    "s3_get_request": 0.0004 / 1000,
-    "s3_storage_gb_month": 0.023,
-    "data_transfer_out_gb": 0.09,
-    # https://aws.amazon.com/dynamodb/pricing/ : data storage, Standard table class, past the
-    # first 25 GB a month ("from $0.25 per GB-month").
-    "dynamodb_storage_gb_month": 0.25,
-}
-PRICES_SOURCE_DATE = "2026-11"
-# API Gateway meters a streamed REST response in 10 MB increments of its payload, each billed as
-# one request (its pricing page); Lambda bills a streamed response's bytes past its first 6 MB
-# (Lambda pricing; no rate is priced here: an A2A stream stays far below).
-APIGATEWAY_STREAM_METERING_BYTES = 10 * 1024**2
-LAMBDA_STREAM_UNBILLED_BYTES = 6 * 1024**2
-# X-Ray's default sampling rule: the first request each second, then 5 % of the rest.
-XRAY_RESERVOIR_PER_SECOND = 1
-XRAY_FIXED_RATE = 0.05
-# Step Functions Express: workflow memory = 50 MB + definition + execution data, billed per 64 MB.
-EXPRESS_BASE_MEMORY_MB = 50
-EXPRESS_MEMORY_CHUNK_MB = 64
-EXPRESS_DURATION_STEP_S = 0.1
-# Lines outside the functions' own output: Lambda's START/END/REPORT (REPORT with its X-Ray
-# segment), one API Gateway access log line when the template's defaults write the access log
-# (its AccessLogSetting, filled in), and CloudWatch Logs' 26 bytes billed per event.
-LAMBDA_PLATFORM_LOG_BYTES = 110 + 60 + 300
-ACCESS_LOG_LINE_BYTES = 750
-LOG_EVENT_OVERHEAD_BYTES = 26
-# S3's request classes (its pricing page): these are free; GET_CLASS at the GET rate; any other
-# request (PUT, COPY, POST, LIST, a multipart upload's create, parts and completion) at the PUT
-# rate. Storage is billed per GB-month: a 30-day month here.
-S3_FREE_REQUESTS = frozenset({"DeleteObject", "DeleteObjects", "AbortMultipartUpload"})
-S3_GET_CLASS = frozenset({"GetObject", "HeadObject", "GetObjectTagging", "HeadBucket"})
-DAYS_PER_MONTH = 30
+# The meter (units, their sizing and their prices) is the package's: the local stack's too.
+from a2a_serverless.local.meter import (  # noqa: E402, F401
+    ACCESS_LOG_LINE_BYTES,
+    APIGATEWAY_STREAM_METERING_BYTES,
+    DAYS_PER_MONTH,
+    EXPRESS_BASE_MEMORY_MB,
+    EXPRESS_DURATION_STEP_S,
+    EXPRESS_MEMORY_CHUNK_MB,
+    LAMBDA_PLATFORM_LOG_BYTES,
+    LAMBDA_STREAM_UNBILLED_BYTES,
+    LOG_EVENT_OVERHEAD_BYTES,
+    PRICES,
+    PRICES_SOURCE_DATE,
+    READ_UNIT_BYTES,
+    S3_FREE_REQUESTS,
+    S3_GET_CLASS,
+    TRANSACTION_FACTOR,
+    TRANSACTION_INDEX_FACTOR,
+    WRITE_OPS,
+    WRITE_UNIT_BYTES,
+    XRAY_FIXED_RATE,
+    XRAY_RESERVOIR_PER_SECOND,
+    ApiCounter,
+    CallCost,
+    DynamoMeter,
+    Index,
+    LambdaMeter,
+    TableSchema,
+    TemplateValues,
+    WriteCost,
+    condition_check_cost,
+    execution_units,
+    function_memory,
+    index_write_units,
+    item_size,
+    number_size,
+    price,
+    read_units,
+    s3_request_classes,
+    s3_usd,
+    stack_features,
+    states_entered,
+    table_schema,
+    template_functions,
+    truthy,
+    value_size,
+    write_cost,
+    write_units,
+)
 
 # The targets, printed next to the measured figures. Cold starts are held against what a user
 # would write instead (a minimal FastAPI function), not a bare boto3 client.
@@ -164,537 +144,6 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
     return ordered[index]
-
-
-# -- DynamoDB units: the calculator ----------------------------------------------------------
-# AWS's rules (developer guide, "DynamoDB item sizes and formats" and "DynamoDB read and write
-# operations"; "Global secondary indexes: provisioned throughput considerations"):
-# - item size = sum of attribute name bytes + value sizes; strings UTF-8 bytes; numbers 1 byte
-#   per 2 significant digits + 1; binary raw bytes; null/bool 1; list/map 3 + per element
-#   (its size + 1); sets the sum of their members.
-# - a write costs 1 unit per 1 KB (rounded up, at least 1) of the larger of the item before and
-#   after (PutItem replacing, UpdateItem); DeleteItem the deleted item; a failed condition still
-#   charges the existing item's size (at least 1); a transaction item costs twice.
-# - an index write costs 1 unit per 1 KB of the index entry (table keys + index keys + projected
-#   attributes): a new entry is one put, a removed one a delete, a changed index key a delete
-#   plus a put, a change to projected attributes one write, and a write that touches none of the
-#   index's attributes nothing; an item without the index key is not in the index.
-# - a read costs 1 unit per 4 KB (rounded up, at least 1) per GetItem, per item of a
-#   BatchGetItem, and per Query over the sum of the items it evaluated (before any filter or
-#   projection; index entries on an index); eventually consistent reads half, transactional
-#   twice.
-
-WRITE_UNIT_BYTES = 1024
-READ_UNIT_BYTES = 4096
-TRANSACTION_FACTOR = 2
-# Index writes of a transaction are not doubled: the table's prepare and commit are what makes
-# a transactional write cost twice; the index is then maintained as for any write. (AWS does not
-# document it either way; this is the conservative reading of "each item costs two writes".)
-TRANSACTION_INDEX_FACTOR = 1
-
-
-def number_size(text: str) -> int:
-    digits = text.lstrip("+-").replace(".", "").split("e")[0].split("E")[0]
-    significant = digits.strip("0") or "0"
-    return math.ceil(len(significant) / 2) + 1
-
-
-def value_size(value: dict[str, Any]) -> int:
-    ((kind, data),) = value.items()
-    if kind == "S":
-        return len(data.encode())
-    if kind == "N":
-        return number_size(data)
-    if kind == "B":
-        return len(data)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "SS":
-        return sum(len(s.encode()) for s in data)
-    if kind == "NS":
-        return sum(number_size(n) for n in data)
-    if kind == "BS":
-        return sum(len(b) for b in data)
-    if kind == "M":
-        return 3 + sum(len(k.encode()) + value_size(v) + 1 for k, v in data.items())
-    if kind == "L":
-        return 3 + sum(value_size(v) + 1 for v in data)
-    raise ValueError(f"unknown DynamoDB type {kind}")
-
-
-def item_size(item: dict[str, Any] | None) -> int:
-    if not item:
-        return 0
-    return sum(len(name.encode()) + value_size(value) for name, value in item.items())
-
-
-def write_units(size: int) -> int:
-    return max(1, math.ceil(size / WRITE_UNIT_BYTES))
-
-
-def read_units(size: int, *, consistent: bool = True, transactional: bool = False) -> float:
-    units = float(max(1, math.ceil(size / READ_UNIT_BYTES)))
-    if transactional:
-        return units * TRANSACTION_FACTOR
-    return units if consistent else units / 2
-
-
-@dataclass(frozen=True)
-class Index:
-    name: str
-    keys: tuple[str, ...]  # partition key, then sort key if any
-    projection: str  # ALL, KEYS_ONLY or INCLUDE
-    non_key: tuple[str, ...] = ()
-
-    def entry(self, item: dict[str, Any] | None, table_keys: tuple[str, ...]) -> dict | None:
-        """The item's entry in the index; None when it lacks an index key (not in the index)."""
-        if not item or any(key not in item for key in self.keys):
-            return None
-        if self.projection == "ALL":
-            return dict(item)
-        kept = set(table_keys) | set(self.keys)
-        if self.projection == "INCLUDE":
-            kept |= set(self.non_key)
-        return {name: value for name, value in item.items() if name in kept}
-
-
-@dataclass(frozen=True)
-class TableSchema:
-    keys: tuple[str, ...]
-    indexes: tuple[Index, ...] = ()
-
-    @classmethod
-    def from_properties(cls, properties: dict[str, Any]) -> TableSchema:
-        """From an AWS::DynamoDB::Table's Properties (template.yaml)."""
-
-        def keys_of(schema: list[dict[str, str]]) -> tuple[str, ...]:
-            order = {"HASH": 0, "RANGE": 1}
-            return tuple(
-                k["AttributeName"] for k in sorted(schema, key=lambda k: order[k["KeyType"]])
-            )
-
-        indexes = tuple(
-            Index(
-                name=index["IndexName"],
-                keys=keys_of(index["KeySchema"]),
-                projection=index["Projection"]["ProjectionType"],
-                non_key=tuple(index["Projection"].get("NonKeyAttributes") or ()),
-            )
-            for index in properties.get("GlobalSecondaryIndexes") or ()
-        )
-        return cls(keys_of(properties["KeySchema"]), indexes)
-
-    def key_of(self, item: dict[str, Any]) -> dict[str, Any]:
-        return {name: item[name] for name in self.keys}
-
-
-@dataclass
-class WriteCost:
-    table: int = 0
-    indexes: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        return self.table + sum(self.indexes.values())
-
-
-def index_write_units(
-    index: Index, table_keys: tuple[str, ...], old: dict | None, new: dict | None
-) -> int:
-    before = index.entry(old, table_keys)
-    after = index.entry(new, table_keys)
-    if before is None and after is None:
-        return 0
-    if before is None:
-        return write_units(item_size(after))  # put
-    if after is None:
-        return write_units(item_size(before))  # delete
-    if any(before[k] != after[k] for k in index.keys):
-        return write_units(item_size(before)) + write_units(item_size(after))  # delete + put
-    if before == after:
-        return 0  # nothing the index holds changed
-    return write_units(max(item_size(before), item_size(after)))
-
-
-def write_cost(
-    schema: TableSchema,
-    old: dict[str, Any] | None,
-    new: dict[str, Any] | None,
-    *,
-    transactional: bool = False,
-    failed: bool = False,
-) -> WriteCost:
-    """One item's write: `new` None is a delete; `failed` a condition that did not hold (the
-    item stays `old`)."""
-    factor = TRANSACTION_FACTOR if transactional else 1
-    if failed:
-        return WriteCost(table=factor * write_units(item_size(old)))
-    table = factor * write_units(max(item_size(old), item_size(new)))
-    indexes = {
-        index.name: TRANSACTION_INDEX_FACTOR * index_write_units(index, schema.keys, old, new)
-        for index in schema.indexes
-    }
-    return WriteCost(table, {name: units for name, units in indexes.items() if units})
-
-
-def condition_check_cost(old: dict[str, Any] | None) -> WriteCost:
-    """A transaction's ConditionCheck is billed as a transactional write of the item."""
-    return WriteCost(table=TRANSACTION_FACTOR * write_units(item_size(old)))
-
-
-# -- DynamoDB units: observed calls -----------------------------------------------------------
-
-WRITE_OPS = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
-
-
-@dataclass
-class CallCost:
-    operation: str
-    wru_table: int = 0
-    wru_indexes: dict[str, int] = field(default_factory=dict)
-    rru: float = 0.0
-
-    @property
-    def wru(self) -> int:
-        return self.wru_table + sum(self.wru_indexes.values())
-
-
-class DynamoMeter:
-    """DynamoDB request units of every call the stack's functions make, via botocore events on
-    the default session (their clients are made after `attach`). The item before a write is
-    read before the call and the item after it once the call returned, by a client of its own
-    (not metered); reads are repeated by that client without projection or filter, so that the
-    items DynamoDB would charge for are the ones sized."""
-
-    def __init__(self, schema: TableSchema, table_name: str, reader: Any) -> None:
-        self.schema = schema
-        self.table_name = table_name
-        self.reader = reader
-        self.calls: list[CallCost] = []
-        self._lock = threading.Lock()
-        self._pending = threading.local()
-
-    def attach(self, events: Any) -> None:
-        events.register("provide-client-params.dynamodb", self._before)
-        events.register("after-call.dynamodb", self._after)
-        events.register("after-call-error.dynamodb", self._dropped)
-
-    def _dropped(self, **_: Any) -> None:
-        """A call that never got an answer (connection error): it charged nothing."""
-        stack = getattr(self._pending, "stack", None)
-        if stack:
-            stack.pop()
-
-    def reset(self) -> None:
-        with self._lock:
-            self.calls.clear()
-
-    # -- the item as it is now -----------------------------------------------------------
-
-    def _get(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
-        item = self.reader.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-        return item or None
-
-    def _write_keys(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict]]:
-        if operation == "PutItem":
-            return [(params["TableName"], self.schema.key_of(params["Item"]))]
-        if operation in ("UpdateItem", "DeleteItem"):
-            return [(params["TableName"], params["Key"])]
-        if operation == "TransactWriteItems":
-            keys = []
-            for entry in params["TransactItems"]:
-                ((kind, body),) = entry.items()
-                key = self.schema.key_of(body["Item"]) if kind == "Put" else body["Key"]
-                keys.append((body["TableName"], key))
-            return keys
-        if operation == "BatchWriteItem":
-            keys = []
-            for table, requests in params["RequestItems"].items():
-                for request in requests:
-                    if "PutRequest" in request:
-                        keys.append((table, self.schema.key_of(request["PutRequest"]["Item"])))
-                    else:
-                        keys.append((table, request["DeleteRequest"]["Key"]))
-            return keys
-        return []
-
-    def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        stack = getattr(self._pending, "stack", None)
-        if stack is None:
-            stack = self._pending.stack = []
-        keys = self._write_keys(model.name, params)
-        olds = [self._get(table, key) for table, key in keys]
-        stack.append((model.name, dict(params), keys, olds))
-
-    def _after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        stack = getattr(self._pending, "stack", None)
-        if not stack:
-            return
-        operation, params, keys, olds = stack.pop()
-        if operation != model.name:  # not ours (an event of another call): leave it alone
-            return
-        error = (parsed.get("Error") or {}).get("Code")
-        cost = CallCost(operation)
-        if operation in WRITE_OPS:
-            self._write(cost, operation, params, keys, olds, error, parsed)
-        else:
-            cost.rru = self._read_units(operation, params)
-        with self._lock:
-            self.calls.append(cost)
-
-    def _write(
-        self,
-        cost: CallCost,
-        operation: str,
-        params: dict[str, Any],
-        keys: list[tuple[str, dict]],
-        olds: list[dict | None],
-        error: str | None,
-        parsed: dict[str, Any],
-    ) -> None:
-        news = [self._get(table, key) for table, key in keys]
-        costs: list[WriteCost] = []
-        if operation == "TransactWriteItems":
-            cancelled = error is not None
-            for i, entry in enumerate(params["TransactItems"]):
-                if "ConditionCheck" in entry:
-                    costs.append(condition_check_cost(olds[i]))
-                elif cancelled:
-                    # Cancelled: nothing is written; each item is charged as a failed
-                    # conditional write (the one whose condition failed, and the others).
-                    costs.append(
-                        write_cost(self.schema, olds[i], None, transactional=True, failed=True)
-                    )
-                else:
-                    new = None if "Delete" in entry else news[i]
-                    costs.append(write_cost(self.schema, olds[i], new, transactional=True))
-        else:
-            failed = error == "ConditionalCheckFailedException"
-            for old, new in zip(olds, news, strict=True):
-                if error is not None and not failed:
-                    continue  # a rejected request (validation, throttling) writes nothing
-                costs.append(write_cost(self.schema, old, new, failed=failed))
-        for one in costs:
-            cost.wru_table += one.table
-            for name, units in one.indexes.items():
-                cost.wru_indexes[name] = cost.wru_indexes.get(name, 0) + units
-
-    def _read_units(self, operation: str, params: dict[str, Any]) -> float:
-        if operation == "GetItem":
-            item = self._get(params["TableName"], params["Key"])
-            return read_units(item_size(item), consistent=bool(params.get("ConsistentRead")))
-        if operation == "BatchGetItem":
-            units = 0.0
-            for table, request in params["RequestItems"].items():
-                for key in request["Keys"]:
-                    size = item_size(self._get(table, key))
-                    units += read_units(size, consistent=bool(request.get("ConsistentRead")))
-            return units
-        if operation == "TransactGetItems":
-            return sum(
-                read_units(
-                    item_size(self._get(e["Get"]["TableName"], e["Get"]["Key"])),
-                    transactional=True,
-                )
-                for e in params["TransactItems"]
-            )
-        if operation in ("Query", "Scan"):
-            return self._query_units(operation, params)
-        return 0.0
-
-    def _query_units(self, operation: str, params: dict[str, Any]) -> float:
-        """The same page again, without filter, projection or Select: the items evaluated."""
-        replay: dict[str, Any] = {
-            k: params[k]
-            for k in (
-                "TableName",
-                "IndexName",
-                "KeyConditionExpression",
-                "ExclusiveStartKey",
-                "Limit",
-                "ScanIndexForward",
-                "ConsistentRead",
-            )
-            if k in params
-        }
-        used = set(re.findall(r"[#:][A-Za-z0-9_]+", replay.get("KeyConditionExpression", "")))
-        names = {
-            k: v for k, v in (params.get("ExpressionAttributeNames") or {}).items() if k in used
-        }
-        values = {
-            k: v for k, v in (params.get("ExpressionAttributeValues") or {}).items() if k in used
-        }
-        if names:
-            replay["ExpressionAttributeNames"] = names
-        if values:
-            replay["ExpressionAttributeValues"] = values
-        page = getattr(self.reader, "query" if operation == "Query" else "scan")(**replay)
-        index = next((i for i in self.schema.indexes if i.name == params.get("IndexName")), None)
-        size = 0
-        for item in page.get("Items", []):
-            entry = index.entry(item, self.schema.keys) if index else item
-            size += item_size(entry)
-        consistent = bool(params.get("ConsistentRead")) and index is None
-        return read_units(size, consistent=consistent)
-
-    def detach(self, events: Any) -> None:
-        events.unregister("provide-client-params.dynamodb", self._before)
-        events.unregister("after-call.dynamodb", self._after)
-        events.unregister("after-call-error.dynamodb", self._dropped)
-
-    def summary(self, start: int = 0, end: int | None = None) -> dict[str, Any]:
-        """The calls from the `start`-th to before the `end`-th (default: all)."""
-        with self._lock:
-            calls = self.calls[start:end]
-        indexes: Counter[str] = Counter()
-        for call in calls:
-            indexes.update(call.wru_indexes)
-        return {
-            "calls": dict(Counter(call.operation for call in calls)),
-            "wru": sum(call.wru for call in calls),
-            "wru_table": sum(call.wru_table for call in calls),
-            "wru_indexes": dict(indexes),
-            "rru": sum(call.rru for call in calls),
-            "per_call": [
-                {
-                    "operation": c.operation,
-                    "wru_table": c.wru_table,
-                    "wru_indexes": c.wru_indexes,
-                    "rru": c.rru,
-                }
-                for c in calls
-            ],
-        }
-
-
-# -- Lambda invocations, API requests, SQS requests, log bytes: observed ---------------------
-
-
-def template_functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {
-        name: resource.get("Properties") or {}
-        for name, resource in template["Resources"].items()
-        if resource["Type"] == "AWS::Serverless::Function"
-    }
-
-
-def function_memory(template: dict[str, Any]) -> dict[str, int]:
-    """Each function's MemorySize (its own, or the Globals'; a parameter's default)."""
-    defaults = {
-        name: spec.get("Default") for name, spec in (template.get("Parameters") or {}).items()
-    }
-
-    def megabytes(value: Any) -> int:
-        return int(defaults[value["Ref"]] if isinstance(value, dict) else value)
-
-    default = megabytes(
-        ((template.get("Globals") or {}).get("Function") or {}).get("MemorySize", 128)
-    )
-    return {
-        name: megabytes(props["MemorySize"]) if "MemorySize" in props else default
-        for name, props in template_functions(template).items()
-    }
-
-
-def table_schema(template: dict[str, Any]) -> TableSchema:
-    tables = [
-        r["Properties"]
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::DynamoDB::Table"
-    ]
-    if len(tables) != 1:
-        raise ValueError(f"expected one DynamoDB table in the template, found {len(tables)}")
-    return TableSchema.from_properties(tables[0])
-
-
-class LambdaMeter:
-    """Every invocation of the stack's functions with its handler time: wraps the stack's
-    `handler_for` (Step Functions tasks, event sources, authorizers) and `app_for` (the
-    gateway's routes, one invocation per request)."""
-
-    def __init__(self, memory_mb: dict[str, int]) -> None:
-        self.memory_mb = memory_mb
-        self.invocations: list[tuple[str, float]] = []
-        self._lock = threading.Lock()
-
-    def record(self, logical_id: str, seconds: float) -> None:
-        with self._lock:
-            self.invocations.append((logical_id, seconds))
-
-    def reset(self) -> None:
-        with self._lock:
-            self.invocations.clear()
-
-    def wrap(self, stack: Any) -> None:
-        handler_for, app_for = stack.handler_for, stack.app_for
-        meter = self
-
-        def timed_handler_for(logical_id: str) -> Callable[..., Any]:
-            handler = handler_for(logical_id)
-
-            def invoke(event: Any, context: Any) -> Any:
-                start = time.perf_counter()
-                try:
-                    return handler(event, context)
-                finally:
-                    meter.record(logical_id, time.perf_counter() - start)
-
-            return invoke
-
-        class TimedApp:
-            def __init__(self, app: Any, logical_id: str) -> None:
-                self.app, self.logical_id = app, logical_id
-
-            async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-                if scope["type"] != "http":
-                    await self.app(scope, receive, send)
-                    return
-                start = time.perf_counter()
-                try:
-                    await self.app(scope, receive, send)
-                finally:
-                    meter.record(self.logical_id, time.perf_counter() - start)
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(self.app, name)
-
-        stack.handler_for = timed_handler_for
-        stack.app_for = lambda logical_id: TimedApp(app_for(logical_id), logical_id)
-
-    def summary(self, start: int = 0, end: int | None = None) -> dict[str, Any]:
-        """Per function, the invocations from the `start`-th to before the `end`-th (default:
-        all)."""
-        rows: dict[str, dict[str, Any]] = {}
-        with self._lock:
-            invocations = self.invocations[start:end]
-        for logical_id, seconds in invocations:
-            row = rows.setdefault(
-                logical_id,
-                {"invocations": 0, "billed_ms": 0, "memory_mb": self.memory_mb[logical_id]},
-            )
-            row["invocations"] += 1
-            row["billed_ms"] += math.ceil(seconds * 1000)  # Lambda bills per 1 ms, rounded up
-        for row in rows.values():
-            row["gb_seconds"] = row["billed_ms"] / 1000 * row["memory_mb"] / 1024
-        return rows
-
-
-class ApiCounter:
-    """The local gateway, counting the HTTP requests it is sent (API Gateway's billed unit)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.requests = 0
-
-    async def __call__(
-        self,
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
-        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
-    ) -> None:
-        if scope["type"] == "http":
-            self.requests += 1
-        await self.app(scope, receive, send)
 
 
 @contextlib.contextmanager
@@ -737,40 +186,6 @@ def _settle(sfn: Any, machine: str, stream: Any, timeout: float = 30.0) -> None:
         time.sleep(0.02)
     while stream.poll_once():
         pass
-
-
-def _states_entered(sfn: Any, execution_arn: str) -> int:
-    """State transitions of an execution so far: the states it entered (its history)."""
-    history = sfn.get_execution_history(executionArn=execution_arn)["events"]
-    return sum(1 for e in history if e["type"].endswith("StateEntered"))
-
-
-def _execution_units(sfn: Any, machine: str, task_id: str) -> dict[str, Any]:
-    """The task's executions of `machine` (named after it): how many, their state
-    transitions (STANDARD's unit), and their GB-s as EXPRESS bills them."""
-    executions = [
-        e
-        for e in sfn.list_executions(stateMachineArn=machine)["executions"]
-        if e["name"].startswith(task_id)
-    ]
-    definition_bytes = len(sfn.describe_state_machine(stateMachineArn=machine)["definition"])
-    transitions = 0
-    express_gb_s = 0.0
-    for execution in executions:
-        transitions += _states_entered(sfn, execution["executionArn"])
-        described = sfn.describe_execution(executionArn=execution["executionArn"])
-        seconds = (described["stopDate"] - described["startDate"]).total_seconds()
-        billed_s = math.ceil(seconds / EXPRESS_DURATION_STEP_S - 1e-9) * EXPRESS_DURATION_STEP_S
-        used_mb = (
-            EXPRESS_BASE_MEMORY_MB + (definition_bytes + len(described.get("input", ""))) / 1024**2
-        )
-        billed_mb = math.ceil(used_mb / EXPRESS_MEMORY_CHUNK_MB) * EXPRESS_MEMORY_CHUNK_MB
-        express_gb_s += max(billed_s, EXPRESS_DURATION_STEP_S) * billed_mb / 1024
-    return {
-        "executions": len(executions),
-        "state_transitions": transitions,
-        "express_gb_seconds": express_gb_s,
-    }
 
 
 def _log_bytes(
@@ -877,7 +292,7 @@ def measure_units(
                 return task_id, logs, elapsed
 
         task_id, logs, send_seconds = asyncio.run(run())
-        executions = _execution_units(sfn, machine, task_id)
+        executions = execution_units(sfn, machine, task_id)
         functions = lambdas.summary()
         log_bytes = _log_bytes(stack.template, workflow, logs, functions, api.requests)
         # What the task left in the content bucket, listed by a client of the bench's own.
@@ -1053,7 +468,7 @@ def measure_delegation_units(workflow: str = "STANDARD", *, push: bool = True) -
 
         def entered(arn: str, task_id: str) -> int:
             return sum(
-                _states_entered(sfn, e["executionArn"])
+                states_entered(sfn, e["executionArn"])
                 for e in sfn.list_executions(stateMachineArn=arn)["executions"]
                 if e["name"].startswith(task_id)
             )
@@ -1163,7 +578,7 @@ def measure_delegation_units(workflow: str = "STANDARD", *, push: bool = True) -
         # The waiting window's lines went to its own capture: they are the turn's too.
         waiting_logs = measured["waiting_logs"]
         all_logs = {k: logs[k] + waiting_logs[k] for k in ("bytes", "lines")}
-        timer = _execution_units(sfn, timer_machine, task_id)
+        timer = execution_units(sfn, timer_machine, task_id)
         (timer_execution,) = [
             e
             for e in sfn.list_executions(stateMachineArn=timer_machine)["executions"]
@@ -1197,7 +612,7 @@ def measure_delegation_units(workflow: str = "STANDARD", *, push: bool = True) -
             "api_requests": api.requests,
             "lambda": functions,
             "dynamodb": ddb.summary(),
-            "stepfunctions": _execution_units(sfn, machine, task_id),
+            "stepfunctions": execution_units(sfn, machine, task_id),
             "timer": {
                 "executions": timer["executions"],
                 "state_transitions": timer["state_transitions"],
@@ -1215,67 +630,6 @@ def measure_delegation_units(workflow: str = "STANDARD", *, push: bool = True) -
         session_events.unregister("before-call.sqs", count_sqs)
         session_events.unregister("before-call.s3", count_s3)
         stack.stop()
-
-
-def price(units: dict[str, Any], workflow: str) -> dict[str, float]:
-    """$ per 1M tasks, per service, from one task's units."""
-    p = PRICES
-    functions = units["lambda"].values()
-    sfn = units["stepfunctions"]
-    ddb = units["dynamodb"]
-    if workflow == "STANDARD":
-        stepfunctions = sfn["state_transitions"] * p["sfn_standard_transition"]
-    else:
-        stepfunctions = (
-            sfn["executions"] * p["sfn_express_request"]
-            + sfn["express_gb_seconds"] * p["sfn_express_gb_second"]
-        )
-    per_task = {
-        "apigateway": units["api_requests"] * p["apigateway_rest_request"],
-        "lambda": sum(
-            f["invocations"] * p["lambda_request"] + f["gb_seconds"] * p["lambda_arm64_gb_second"]
-            for f in functions
-        ),
-        "stepfunctions": stepfunctions,
-        "dynamodb": ddb["wru"] * p["dynamodb_wru"] + ddb["rru"] * p["dynamodb_rru"],
-        "sqs": sum(units["sqs_requests"].values()) * p["sqs_request"],
-        "cloudwatch_logs": units["log_bytes"] * p["cloudwatch_logs_ingested_byte"],
-        **s3_usd(units),
-    }
-    per_million = {name: round(usd * 1e6, 2) for name, usd in per_task.items()}
-    per_million["total"] = round(sum(per_task.values()) * 1e6, 2)
-    return per_million
-
-
-def s3_request_classes(requests: dict[str, int]) -> dict[str, int]:
-    """S3 requests by pricing class: {"put": n, "get": n, "free": n}."""
-    classes = {"put": 0, "get": 0, "free": 0}
-    for operation, count in requests.items():
-        if operation in S3_FREE_REQUESTS:
-            classes["free"] += count
-        elif operation in S3_GET_CLASS:
-            classes["get"] += count
-        else:
-            classes["put"] += count
-    return classes
-
-
-def s3_usd(units: dict[str, Any]) -> dict[str, float]:
-    """$ of one task's S3 lines: "s3" (the functions' requests, the bytes stored for
-    `retention_days`, and the GET of each download) and "data_transfer_out" (the downloads'
-    bytes, to the internet). Units without S3 figures cost $0 here."""
-    p = PRICES
-    classes = s3_request_classes(units.get("s3_requests") or {})
-    downloads = units.get("downloads") or {"requests": 0, "bytes": 0}
-    gb_months = (
-        units.get("s3_stored_bytes", 0) / 1024**3 * units.get("retention_days", 0) / DAYS_PER_MONTH
-    )
-    return {
-        "s3": classes["put"] * p["s3_put_request"]
-        + (classes["get"] + downloads["requests"]) * p["s3_get_request"]
-        + gb_months * p["s3_storage_gb_month"],
-        "data_transfer_out": downloads["bytes"] / 1024**3 * p["data_transfer_out_gb"],
-    }
 
 
 def cost_phase() -> dict[str, Any]:
@@ -1412,117 +766,6 @@ def xray_traces_per_second(requests_per_second: float) -> float:
     """Traces X-Ray's default sampling rule records of a steady request rate."""
     reservoir = min(requests_per_second, XRAY_RESERVOIR_PER_SECOND)
     return reservoir + XRAY_FIXED_RATE * (requests_per_second - reservoir)
-
-
-class TemplateValues:
-    """template.yaml's values as CloudFormation deploys them with `parameters` (else each
-    parameter's default): Ref of a parameter, Fn::If on a condition, AWS::NoValue (None)."""
-
-    def __init__(self, template: dict[str, Any], parameters: dict[str, str] | None = None):
-        self.template = template
-        self.values = {
-            name: str(spec.get("Default", ""))
-            for name, spec in (template.get("Parameters") or {}).items()
-        }
-        self.values.update(parameters or {})
-
-    def condition(self, name: str) -> bool:
-        return self._holds(self.template["Conditions"][name])
-
-    def _holds(self, expression: Any) -> bool:
-        ((function, args),) = expression.items()
-        if function == "Condition":
-            return self.condition(args)
-        if function == "Fn::Equals":
-            return str(self.resolve(args[0])) == str(self.resolve(args[1]))
-        if function == "Fn::Not":
-            return not self._holds(args[0])
-        if function == "Fn::And":
-            return all(self._holds(a) for a in args)
-        if function == "Fn::Or":
-            return any(self._holds(a) for a in args)
-        raise ValueError(f"unsupported condition function {function}")
-
-    def resolve(self, value: Any) -> Any:
-        if isinstance(value, dict) and list(value) == ["Ref"]:
-            name = value["Ref"]
-            if name == "AWS::NoValue":
-                return None
-            return self.values.get(name, value)
-        if isinstance(value, dict) and list(value) == ["Fn::If"]:
-            name, if_true, if_false = value["Fn::If"]
-            return self.resolve(if_true if self.condition(name) else if_false)
-        return value
-
-    def get(self, *path: str) -> Any:
-        """The value at `path` under Resources (or Globals), each step resolved."""
-        value: Any = self.template
-        for key in path:
-            value = self.resolve(value)
-            if not isinstance(value, dict) or key not in value:
-                return None
-            value = value[key]
-        return self.resolve(value)
-
-    def exists(self, logical_id: str) -> bool:
-        condition = self.template["Resources"][logical_id].get("Condition")
-        return condition is None or self.condition(condition)
-
-
-def _truthy(value: Any) -> bool:
-    return str(value).lower() in ("true", "active", "1")
-
-
-def stack_features(template: dict[str, Any], parameters: dict[str, str] | None = None) -> dict:
-    """What the template deploys, at its defaults (or `parameters`), that the bill depends on."""
-    at = TemplateValues(template, parameters)
-    resources = template["Resources"]
-    (table,) = [n for n, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"]
-    sse = at.get("Resources", table, "Properties", "SSESpecification") or {}
-    if not _truthy(at.resolve(sse.get("SSEEnabled", False))):
-        table_key = "aws-owned"
-    elif sse.get("KMSMasterKeyId") is None:
-        table_key = "aws-managed"
-    else:
-        table_key = "customer-managed"
-    memory = function_memory(
-        {**template, "Parameters": {k: {"Default": v} for k, v in at.values.items()}}
-    )
-    env = {
-        name: at.get("Resources", name, "Properties", "Environment", "Variables") or {}
-        for name in template_functions(template)
-    }
-    return {
-        "memory_mb": memory,
-        "stream_max_seconds": {
-            name: float(at.resolve(e["STREAM_MAX_SECONDS"]))
-            for name, e in env.items()
-            if "STREAM_MAX_SECONDS" in e
-        },
-        "blocking_max_wait_seconds": float(at.values["BlockingMaxWaitSeconds"]),
-        "tracing": _truthy(at.get("Globals", "Function", "Tracing")),
-        "pitr": _truthy(
-            at.get(
-                "Resources",
-                table,
-                "Properties",
-                "PointInTimeRecoverySpecification",
-                "PointInTimeRecoveryEnabled",
-            )
-        ),
-        "table_key": table_key,
-        "alarms": sum(
-            1
-            for n, r in resources.items()
-            if r["Type"] == "AWS::CloudWatch::Alarm" and at.exists(n)
-        ),
-        "card_signing": at.values.get("CardSigningKeyArn", "") != "",
-        "access_log": any(
-            at.get("Resources", name, "Properties", "AccessLogSetting") is not None
-            for name, r in resources.items()
-            if r["Type"] == "AWS::Serverless::Api"
-        ),
-    }
 
 
 def _option_parameters(template: dict[str, Any], feature: str) -> dict[str, str]:

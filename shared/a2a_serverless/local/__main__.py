@@ -69,6 +69,12 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
         "flow delegates to: --secret 'a2a-serverless-local/agents/127.0.0.1:8001="
         '{"X-API-Key": "..."}\' (repeatable)',
     )
+    parser.add_argument(
+        "--no-meter",
+        dest="meter",
+        action="store_false",
+        help="do not count the AWS units each task consumes (the inspector's cost)",
+    )
     parser.add_argument("--log-level", default="warning")
 
 
@@ -141,7 +147,8 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
     from a2a_serverless.local.stack import LocalStack
 
     secrets = parse_params(getattr(args, "secret", None) or [], "--secret")
-    stack = LocalStack(root=root, parameters=parameters, secrets=secrets).start()
+    metered = getattr(args, "meter", True)
+    stack = LocalStack(root=root, parameters=parameters, secrets=secrets, meter=metered).start()
     try:
         problem = _startup_problem()
         if problem:

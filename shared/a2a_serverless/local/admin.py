@@ -2,7 +2,8 @@
 
 - ApiKey: `POST|GET /_local/keys`, `DELETE /_local/keys/{keyId}`.
 - Jwt: `POST /_local/tokens`; the local issuer's discovery document and JWKS under `/_local/oidc/`.
-- Iam: `POST /_local/iam/users`. Any mode: `POST /_local/invoke` (what `invoke --url` calls).
+- Iam: `POST /_local/iam/users`. Any mode: `POST /_local/invoke` (what `invoke --url` calls),
+  and the inspector's pages under `/_local/inspector` (local/inspector/app.py).
 Another mode's endpoint or an unknown path is a 404. Credential and invoke endpoints bypass
 the API's authentication, so they answer only loopback requests (POST: JSON body only); else 403.
 """
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
 INVOKE_PATH = "/_local/invoke"
+INSPECTOR_PATH = "/_local/inspector"
 # An event may be as large as Lambda's synchronous invoke payload.
 MAX_EVENT_BYTES = 6 * 1024 * 1024
 # Headers a proxy adds: a request relayed from elsewhere (a tunnel to this port) is not local.
@@ -69,9 +71,13 @@ class LocalAdmin:
         issuer: LocalIssuer | None = None,
         iam_users: IamUsers | None = None,
         functions: FunctionHost | None = None,
+        inspector: Callable[[], Any] | None = None,
     ) -> None:
         self.auth_mode = auth_mode
         self.functions = functions
+        # The inspector's ASGI app (local/inspector/app.py), made by its first request.
+        self._inspector_factory = inspector
+        self._inspector: Any = None
         self.usage_plan = usage_plan
         # auth.ApiKeyAdmin over the stack's table, made on first use (the table's
         # client must be made after the stack has set its environment).
@@ -89,6 +95,18 @@ class LocalAdmin:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
+        if self._inspector_factory is not None and (
+            path == INSPECTOR_PATH or path.startswith(INSPECTOR_PATH + "/")
+        ):
+            try:
+                _check_local(scope, json_body=False)
+            except AdminError as error:
+                await _send_json(send, error.status, error.body)
+                return
+            if self._inspector is None:
+                self._inspector = self._inspector_factory()
+            await self._inspector(scope, receive, send)
+            return
         try:
             if path == INVOKE_PATH and self.functions is not None:
                 if method != "POST":
@@ -103,12 +121,7 @@ class LocalAdmin:
             status, payload = error.status, error.body
         except ValueError as error:  # what the key/token/user makers refuse
             status, payload = 400, AdminError(400, "INVALID_ARGUMENT", str(error)).body
-        body_bytes = b"" if payload is None else json.dumps(payload, default=str).encode()
-        headers = [(b"cache-control", b"no-store")]
-        if payload is not None:
-            headers.append((b"content-type", b"application/json"))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body_bytes})
+        await _send_json(send, status, payload)
 
     async def dispatch(
         self, method: str, path: str, body: dict[str, Any], scope: dict[str, Any] | None = None
@@ -218,6 +231,15 @@ class LocalAdmin:
         if isinstance(expires_in, bool) or not isinstance(expires_in, int):
             raise AdminError(400, "INVALID_ARGUMENT", "expiresIn must be an integer")
         return self.issuer.token(sub, scopes, expires_in, claims)
+
+
+async def _send_json(send: Any, status: int, payload: Any) -> None:
+    body = b"" if payload is None else json.dumps(payload, default=str).encode()
+    headers = [(b"cache-control", b"no-store")]
+    if payload is not None:
+        headers.append((b"content-type", b"application/json"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def is_loopback(host: str | None) -> bool:

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from a2a_serverless.local import moto_fidelity, moto_speedups, resources
 from a2a_serverless.local.admin import LocalAdmin
@@ -60,6 +60,10 @@ from a2a_serverless.local.ttl import (
     forget_finished_threads,
     local_ttl_shift,
 )
+
+if TYPE_CHECKING:
+    from a2a_serverless.local.inspector.records import InspectorRecords
+    from a2a_serverless.local.meter import TaskMeter
 
 # Names other modules import from here.
 __all__ = [
@@ -203,6 +207,12 @@ def _bedrock_client_factory() -> tuple[Callable[..., Any], bool]:
     return real, True
 
 
+def _inspector(stack: LocalStack, auth_mode: str) -> Any:
+    from a2a_serverless.local.inspector.app import create_app  # Jinja2: at first use
+
+    return create_app(stack, auth_mode)
+
+
 def _signing_credentials() -> tuple[str, str, str | None]:
     """The credentials the functions' clients sign with: boto3's default session's (moto's
     mock puts its own in the environment)."""
@@ -259,6 +269,7 @@ class LocalStack:
         env_overrides: dict[str, str] | None = None,
         event_sources: bool | str = True,
         secrets: dict[str, str] | None = None,
+        meter: bool = False,
     ) -> None:
         self.root = root or project_root()
         # Secrets Manager secrets (name -> SecretString) the stack holds from its start, e.g. the
@@ -303,6 +314,11 @@ class LocalStack:
         self._stopped = threading.Event()  # ends the stack's own diagnostic threads
         self._saved_switch_interval: float | None = None
         self._saved_gc_threshold: tuple[int, int, int] | None = None
+        # What the inspector shows that the stack records as it runs (set by start()).
+        self.records: InspectorRecords | None = None
+        # The units each task consumed (local/meter.py), when `meter` (set by start()).
+        self.metered = meter
+        self.meter: TaskMeter | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -341,6 +357,9 @@ class LocalStack:
         moto_fidelity.fifo_groups_in_order(self._patches)
         moto_fidelity.transaction_placeholders_checked(self._patches)
         moto_speedups.apply(self._patches, speedups)
+        from a2a_serverless.local.inspector import records
+
+        records.install(self, self._patches)
         template_resources = self.template["Resources"]
         resolver = self.resolver = Resolver(
             {**self.parameters, "AWS::Region": REGION, "AWS::AccountId": ACCOUNT},
@@ -373,6 +392,13 @@ class LocalStack:
         from a2a_serverless import wiring
 
         wiring.reset()
+        if self.metered:  # before the functions make their clients (lazily)
+            import boto3
+
+            from a2a_serverless.local.meter import TaskMeter
+
+            self.meter = TaskMeter(self)
+            self.meter.install(boto3._get_default_session().events, self._patches)
         if self.recorder is not None:
             self.recorder.write_stack(
                 {
@@ -425,6 +451,8 @@ class LocalStack:
         if self.event_sources is not None:
             self.event_sources.stop()
             self.event_sources = None
+        if self.meter is not None:
+            self.meter.uninstall()
         self._patches.undo()
         if self.recorder is not None:
             self.recorder.detach()
@@ -499,6 +527,10 @@ class LocalStack:
         )
         self._handlers.clear()
         self._apps.clear()
+        if self.records is not None:
+            self.records.clear()
+        if self.meter is not None:
+            self.meter.clear()
         from a2a_serverless import wiring
 
         wiring.reset()
@@ -680,6 +712,7 @@ class LocalStack:
             issuer=issuer,
             iam_users=iam_users,
             functions=self,  # /_local/invoke runs them (`a2a-serverless invoke --url`)
+            inspector=lambda: _inspector(self, auth_mode),
         )
         return Gateway(
             routes,
