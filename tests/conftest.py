@@ -7,9 +7,9 @@ set); at the end of the session they are evaluated against the functions' roles 
 translated template (tests/iam_check.py). A call no policy allows fails the run; grants no
 call used are reported (terminal summary and `.pytest-reports/iam-report.json`).
 
-That check and the others that close a session (e2e wire coverage, the fuzz tally) run where
-the session ends: in this process, or under pytest-xdist in the controller, over the records
-each process handed over (`hand_over`).
+That check and the others that close a session (e2e wire coverage, the fuzz tally, why the
+browser tests were skipped) run where the session ends: in this process, or under
+pytest-xdist in the controller, over the records each process handed over (`hand_over`).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     records = config.stash.get(_RECORDS, {})
     summaries = config.stash.setdefault(_SUMMARIES, [])
-    for check in (_iam_check, _e2e_coverage_check, _fuzz_tally):
+    for check in (_iam_check, _e2e_coverage_check, _fuzz_tally, _browser_skipped):
         summary = check(config, records)
         if summary is None:
             continue
@@ -130,6 +130,12 @@ def _fuzz_tally(config: pytest.Config, records: dict[str, list[Any]]) -> Summary
     if not tally.cases:
         return None
     return ("fuzz", tally.bad, [tally.written()])
+
+
+def _browser_skipped(config: pytest.Config, records: dict[str, list[Any]]) -> Summary | None:
+    """Why the browser tests were skipped (tests/browser/conftest.py), said once."""
+    reasons = sorted(set(records.get("browser", [])))
+    return ("browser tests skipped", False, reasons) if reasons else None
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
