@@ -32,7 +32,9 @@ ALLOWED: dict[str, set[str]] = {
     "push": CORE_AND_BELOW,
     "bindings": {"models", "core", "settings", "observability"},
     "wiring": COMPOSED,
-    "local": COMPOSED - {"observability"} | {"bindings", "wiring"},
+    # The local stack; it reads (never writes) observability's request scope: the inspector's
+    # records name the task and event a webhook POST served by its log keys.
+    "local": COMPOSED | {"bindings", "wiring"},
     # The functions' entry code (functions/<name>/app.py binds it): the top, like wiring's users.
     "handlers": COMPOSED - {"aws"} | {"bindings", "wiring"},
     # The Web Adapter functions' server (run.sh execs it before their app): uvicorn only.

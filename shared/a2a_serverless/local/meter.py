@@ -5,10 +5,9 @@ Local only (scripts/bench and the local stack; never in the Lambda layer). `Dyna
 task's units into $ per 1M such tasks; docs/cost.md explains the model. `TaskMeter` attributes
 the same units to the task each call served, on a running local stack (`LocalStack(meter=True)`).
 
-`scripts/dev` and `a2a-serverless dev` meter by default (`--no-meter` turns it off): it cost the
-local stack about 9 % of its tasks a second (local_tasks_per_second's workload, metered against
-not: median of 8 pairs in one run) and 4 % of its CPU time per task, under the 25 % it may cost.
-A `LocalStack` meters only when asked (tests).
+`scripts/dev` and `a2a-serverless dev` meter by default (`--no-meter` turns it off; what it
+costs the local stack: docs/cost.md, "Each task's cost, locally"). A `LocalStack` meters only
+when asked (tests).
 """
 
 from __future__ import annotations
@@ -555,14 +554,32 @@ def function_memory(template: dict[str, Any]) -> dict[str, int]:
         name: spec.get("Default") for name, spec in (template.get("Parameters") or {}).items()
     }
 
+    mappings = template.get("Mappings") or {}
+
     def megabytes(value: Any) -> int:
-        return int(defaults[value["Ref"]] if isinstance(value, dict) else value)
+        # A parameter's default, or a project's setting (a FindInMap of its Mappings).
+        if isinstance(value, dict) and "Ref" in value:
+            return megabytes(defaults[value["Ref"]])
+        if isinstance(value, dict) and "Fn::FindInMap" in value:
+            name, key, field = value["Fn::FindInMap"]
+            return megabytes(mappings[name][key][field])
+        return int(value)
 
     default = megabytes(
         ((template.get("Globals") or {}).get("Function") or {}).get("MemorySize", 128)
     )
     return {
         name: megabytes(props["MemorySize"]) if "MemorySize" in props else default
+        for name, props in template_functions(template).items()
+    }
+
+
+def resolved_memory(template: dict[str, Any], resolver: Any) -> dict[str, int]:
+    """Each function's MemorySize as a stack resolves it (a parameter, a mapping, any
+    intrinsic), its own or the Globals'."""
+    default = ((template.get("Globals") or {}).get("Function") or {}).get("MemorySize", 128)
+    return {
+        name: int(resolver.resolve(props.get("MemorySize", default)))
         for name, props in template_functions(template).items()
     }
 
@@ -961,7 +978,7 @@ class TaskMeter(DynamoMeter):
     def __init__(self, stack: Any) -> None:
         import boto3
 
-        from a2a_serverless.local.stack import REGION
+        from a2a_serverless.local.resources import REGION
 
         session = boto3.session.Session(region_name=REGION)  # its calls are not metered
         super().__init__(
@@ -970,8 +987,7 @@ class TaskMeter(DynamoMeter):
         self.stack = stack
         self._sfn = session.client("stepfunctions")
         self._s3 = session.client("s3")
-        at = {k: {"Default": v} for k, v in stack.parameters.items()}
-        self.memory_mb = function_memory({**stack.template, "Parameters": at})
+        self.memory_mb = resolved_memory(stack.template, stack.resolver)
         self.access_log = stack_features(stack.template, stack.parameters)["access_log"]
         self._tasks: OrderedDict[str, Units] = OrderedDict()
         self.unattributed: Units = {}
@@ -985,7 +1001,7 @@ class TaskMeter(DynamoMeter):
         from moto.dynamodb.models.dynamo_type import DynamoType
 
         from a2a_serverless.local.patching import DYNAMODB_LOCK
-        from a2a_serverless.local.stack import ACCOUNT, REGION
+        from a2a_serverless.local.resources import ACCOUNT, REGION
 
         keys = self.schema.keys
         with DYNAMODB_LOCK:
