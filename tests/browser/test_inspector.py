@@ -261,6 +261,32 @@ def test_an_input_required_task_is_continued_from_its_page(
     assert [t.strip() for t in turns] == ["1", "2"]
 
 
+@pytest.mark.parametrize("binding", ["rest", "jsonrpc-0.3"])
+def test_a_file_is_sent_from_the_talk_form(
+    inspector_server: DevServer,
+    api: httpx.Client,
+    principal: str,
+    page: Any,
+    tmp_path: Any,
+    binding: str,
+) -> None:
+    document = tmp_path / "notes.txt"
+    document.write_bytes(b"the file's own bytes\n" * 100)
+    page.goto(f"{inspector_server.base_url}{INSPECTOR}?owner={principal}")
+    page.locator("form#talk input[name=file]").set_input_files(str(document))
+    talk(page, "with a file", mode="blocking", binding=binding, principal=principal)
+    page.wait_for_url(f"**{INSPECTOR}/tasks/*")
+    task_id = str(page.url.rsplit("/", 1)[1])
+    wait_for_state(page, "TASK_STATE_COMPLETED")
+    # The agent got the file: the task's first message holds it, named and typed.
+    task = api.get(f"/tasks/{task_id}", params={"historyLength": 1}).json()
+    (file_part,) = [p for p in task["history"][0]["parts"] if "text" not in p]
+    assert file_part["filename"] == "notes.txt"
+    assert file_part["mediaType"].startswith("text/plain")
+    raw = page.locator("ol#history li.event details.raw pre").first.text_content() or ""
+    assert "notes.txt" in raw
+
+
 def test_cancel_from_the_task_page(
     inspector_server: DevServer, api: httpx.Client, principal: str, page: Any
 ) -> None:
