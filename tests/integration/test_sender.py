@@ -393,8 +393,10 @@ def test_every_inline_post_of_a_batch_ends_within_its_window(
     )
     assert failures == {}
     assert 2 <= len(windows) < 10
-    # The window opens before the first POST starts: it closes by 1.1 budgets after it.
-    window_end = windows[0][0] + 0.4 * 1.1
+    # The window opens before the first POST starts: it closes by 1.1 budgets after it. Each
+    # POST's budget is cut when it is computed, a moment before the POST starts (20 ms of
+    # slack for that moment on a loaded machine; an uncut POST would end 0.3 s past it).
+    window_end = windows[0][0] + 0.4 * 1.1 + 0.02
     assert all(start + budget <= window_end for start, budget in windows), windows
     assert time.monotonic() - started < 0.4 * 1.1 + 0.2  # then parking: a write, a call
     delivered = answered.count(True)
