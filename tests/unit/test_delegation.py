@@ -260,7 +260,9 @@ def test_a_wrong_token_touches_nothing() -> None:
     world = World()
     world.run_step(0)
     before = world.record()
-    for token in ("", "x" * 43, before.token[:-1] + "A"):
+    # Its own token with the last character changed (to one it surely is not).
+    changed = before.token[:-1] + ("A" if before.token[-1] != "A" else "B")
+    for token in ("", "x" * 43, changed):
         got = world.inbox().receive(
             "t-1", "1.0.0", token, status("B-task-1", TaskState.COMPLETED, T0).wire()
         )
