@@ -161,6 +161,7 @@ def serve(args: argparse.Namespace, root: Path | None = None, prog: str = "scrip
         )
         print(f"a2a-serverless local stack: {base}", flush=True)
         print(f"  Agent Card: {public_url}/.well-known/agent-card.json", flush=True)
+        print(f"  Inspector:  {base}/_local/inspector", flush=True)
         if not is_loopback(args.host):
             print(
                 f"  listening beyond loopback: the card names {public_url} (--public-url to "
