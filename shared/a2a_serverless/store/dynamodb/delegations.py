@@ -188,10 +188,8 @@ class DynamoDBDelegations(DynamoDBTaskLog):
     # -- reads -------------------------------------------------------------------------------
 
     def get_delegation(self, task_id: str, key: str) -> DelegationRecord | None:
-        sk = keys.delegation_sk(key)
-        if sk is None:
-            return None
-        item = self._get(keys.task_key(task_id, sk))
+        item_key = _delegation_key(task_id, key)
+        item = self._get(item_key) if item_key is not None else None
         return keys.delegation_of(item) if item else None
 
     def _delegations(self, task_id: str, prefix: str | None) -> list[DelegationRecord]:
@@ -223,13 +221,13 @@ class DynamoDBDelegations(DynamoDBTaskLog):
     ) -> bool:
         """One conditional update of a delegation: False when its condition failed (or there
         is no such delegation)."""
-        sk = keys.delegation_sk(key)
-        if sk is None or not keys.key_fits(keys.task_key(task_id, sk)):
+        item_key = _delegation_key(task_id, key)
+        if item_key is None:
             return False
         try:
             self._db.update_item(
                 TableName=self._table,
-                Key=keys.task_key(task_id, sk),
+                Key=item_key,
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#ds": "dstate", **(names or {})},
@@ -297,13 +295,13 @@ class DynamoDBDelegations(DynamoDBTaskLog):
         self, task_id: str, key: str, remote_task_id: str, context_id: str
     ) -> bool:
         """No write when the task is bound already."""
-        sk = keys.delegation_sk(key)
-        if sk is None or not keys.key_fits(keys.task_key(task_id, sk)):
+        item_key = _delegation_key(task_id, key)
+        if item_key is None:
             return False
         try:
             self._db.update_item(
                 TableName=self._table,
-                Key=keys.task_key(task_id, sk),
+                Key=item_key,
                 UpdateExpression="SET rtask = :rtask, rctx = if_not_exists(rctx, :rctx)",
                 ConditionExpression="attribute_exists(pk) AND attribute_not_exists(rtask)",
                 ExpressionAttributeValues={
@@ -406,3 +404,12 @@ class DynamoDBDelegations(DynamoDBTaskLog):
             )
         except self._db.exceptions.ConditionalCheckFailedException:
             pass  # the task moved on (canceled, another round): nothing to wait on
+
+
+def _delegation_key(task_id: str, key: str) -> dict[str, Any] | None:
+    """The item key of a delegation; None for a key that names none (a caller's path)."""
+    sk = keys.delegation_sk(key)
+    if sk is None:
+        return None
+    item_key = keys.task_key(task_id, sk)
+    return item_key if keys.key_fits(item_key) else None
